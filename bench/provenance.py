@@ -1,0 +1,54 @@
+"""Where a result came from: package, code and library versions, device and host."""
+
+from __future__ import annotations
+
+import functools
+import platform
+import socket
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import torch
+
+import bench
+
+SOURCE_DIR = Path(bench.__file__).resolve().parent.parent
+
+
+@functools.lru_cache(maxsize=1)
+def git_commit() -> str:
+    """The project's git commit (with `+dirty` when tracked files changed), or `unknown` outside a checkout."""
+    def git(*args: str) -> str:
+        return subprocess.run(["git", "-C", str(SOURCE_DIR), *args], capture_output=True, text=True,
+                              timeout=10, check=True).stdout.strip()
+
+    try:
+        commit = git("rev-parse", "HEAD")
+        dirty = git("status", "--porcelain", "--untracked-files=no")
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+    return commit + ("+dirty" if dirty else "")
+
+
+def device_name(device: torch.device) -> str:
+    """A readable device description, e.g. `cuda:0 NVIDIA H100` or `cpu (2 threads)`."""
+    if device.type == "cuda":
+        index = device.index if device.index is not None else torch.cuda.current_device()
+        return f"cuda:{index} {torch.cuda.get_device_name(index)}"
+    return f"cpu ({torch.get_num_threads()} threads)"
+
+
+def provenance(device: torch.device) -> dict[str, Any]:
+    """Provenance fields stored in every result row."""
+    import transformers
+
+    return {
+        "clbench_version": bench.__version__,
+        "git_commit": git_commit(),
+        "torch_version": torch.__version__,
+        "transformers_version": transformers.__version__,
+        "python_version": platform.python_version(),
+        "device": device_name(device),
+        "host": socket.gethostname(),
+    }

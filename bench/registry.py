@@ -1,0 +1,76 @@
+"""One generic name -> object registry, used for methods, datasets, encoders and evaluators."""
+
+from __future__ import annotations
+
+import difflib
+from typing import Callable, Generic, Iterator, TypeVar
+
+from bench.errors import BenchError
+
+T = TypeVar("T")
+
+
+class Registry(Generic[T]):
+    """Maps names (and aliases) to registered objects; unknown names fail with the known list."""
+
+    def __init__(self, kind: str):
+        self.kind = kind
+        self._entries: dict[str, T] = {}
+        self._aliases: dict[str, str] = {}
+
+    def register(self, name: str, *aliases: str) -> Callable[[T], T]:
+        """Decorator: register the decorated object under `name` (and optional aliases)."""
+
+        def decorate(obj: T) -> T:
+            self.add(name, obj, *aliases)
+            return obj
+
+        return decorate
+
+    def add(self, name: str, obj: T, *aliases: str) -> None:
+        """Register `obj` under `name`; registering a taken name is a programming error."""
+        for key in (name, *aliases):
+            if key in self._entries or key in self._aliases:
+                raise ValueError(f"{self.kind} {key!r} is registered twice")
+        self._entries[name] = obj
+        for alias in aliases:
+            self._aliases[alias] = name
+
+    def canonical(self, name: str) -> str:
+        """The registered name for `name` or one of its aliases; BenchError if unknown."""
+        if name in self._entries:
+            return name
+        if name in self._aliases:
+            return self._aliases[name]
+        raise BenchError(self.unknown_message(name))
+
+    def get(self, name: str) -> T:
+        """The object registered under `name` (or an alias of it)."""
+        return self._entries[self.canonical(name)]
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._entries or name in self._aliases
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(sorted(self._entries))
+
+    def items(self) -> list[tuple[str, T]]:
+        """(name, object) pairs sorted by name."""
+        return sorted(self._entries.items())
+
+    def aliases_of(self, name: str) -> list[str]:
+        """The aliases that point at `name`."""
+        return sorted(a for a, target in self._aliases.items() if target == name)
+
+    def unknown_message(self, name: str) -> str:
+        """One line naming the unknown name, the closest match and every known name."""
+        known = sorted([*self._entries, *self._aliases])
+        close = difflib.get_close_matches(name, known, n=1, cutoff=0.6)
+        hint = f" Did you mean {close[0]!r}?" if close else ""
+        return f"unknown {self.kind} {name!r}.{hint} Known {self.kind}s: {', '.join(known) or '(none)'}"
+
+
+METHODS: Registry = Registry("method")
+DATASETS: Registry = Registry("dataset")
+ENCODERS: Registry = Registry("encoder")
+EVALUATORS: Registry = Registry("evaluator")

@@ -1,0 +1,113 @@
+"""Expand methods x datasets x encoders x seeds into shards and run them locally (in-process or in a
+pool of worker processes, one GPU each when several are visible)."""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import multiprocessing
+import os
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+import methods  # noqa: F401  (registers the methods)
+from bench.data import TextData, load_dataset
+from bench.encoders import canonical_encoder, check_encoder
+from bench.errors import BenchError
+from bench.registry import DATASETS, METHODS
+from bench.shard import ShardOutcome, run_shard
+from bench.spec import RunSpec, TrainConfig
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Shard:
+    """One unit of work: a spec and the loaded data it trains on."""
+
+    spec: RunSpec
+    data: TextData
+
+
+def train_config(dataset: str, overrides: dict[str, Any]) -> TrainConfig:
+    """Settings for a dataset: TrainConfig defaults < the card's `defaults` < explicit overrides."""
+    card_defaults = DATASETS.get(dataset).defaults if dataset in DATASETS else {}
+    unknown = set(card_defaults) - set(TrainConfig.field_names())
+    if unknown:
+        raise BenchError(f"dataset card {dataset!r} has unknown defaults {sorted(unknown)}")
+    return TrainConfig(**{**card_defaults, **overrides})
+
+
+def plan(method_names: list[str], dataset_names: list[str], encoder_names: list[str], seeds: list[int],
+         overrides: dict[str, Any], data_dir: str | None) -> list[Shard]:
+    """Check every name, load every dataset once, and list the shards in a stable order."""
+    if not (method_names and dataset_names and encoder_names and seeds):
+        raise BenchError("nothing to run: give at least one method, dataset, encoder and seed")
+    method_names = [METHODS.canonical(m) for m in method_names]
+    encoder_names = [canonical_encoder(e) for e in encoder_names]
+    for encoder in encoder_names:
+        check_encoder(encoder)
+    shards = []
+    for dataset in dataset_names:
+        cfg = train_config(dataset, overrides)
+        data = load_dataset(dataset, data_dir, cfg.data_seed, cfg.val_fraction)
+        for method in method_names:
+            method_config = tuple(sorted(METHODS.get(method).config_fields().items()))
+            for encoder in encoder_names:
+                for seed in seeds:
+                    spec = RunSpec(method, data.name, encoder, seed, data.fingerprint, cfg, method_config)
+                    shards.append(Shard(spec, data))
+    keys = [s.spec.key for s in shards]
+    if len(set(keys)) != len(keys):
+        raise BenchError("two requested shards have the same key (a name given twice?)")
+    return shards
+
+
+def _init_worker(gpu_ids: Any, threads: int) -> None:
+    """Pin a pool worker to one GPU (via CUDA_VISIBLE_DEVICES) and a share of the CPU threads."""
+    import torch
+
+    if gpu_ids is not None:
+        os.environ["CUDA_VISIBLE_DEVICES"] = str(gpu_ids.get())
+    torch.set_num_threads(threads)
+
+
+def _run_in_worker(shard: Shard, results_dir: Path, device: str, overwrite: bool) -> ShardOutcome:
+    return run_shard(shard.spec, shard.data, results_dir, device, overwrite, progress=False)
+
+
+def execute(shards: list[Shard], results_dir: Path, jobs: int = 1, device: str = "auto",
+            overwrite: bool = False, progress: bool = True,
+            report: Callable[[int, int, ShardOutcome], None] | None = None) -> list[ShardOutcome]:
+    """Run shards (skipping finished ones unless `overwrite`); a failed shard never stops the others."""
+    report = report or (lambda i, n, o: None)
+    outcomes: list[ShardOutcome] = []
+    if jobs <= 1 or len(shards) <= 1:
+        for i, shard in enumerate(shards, start=1):
+            outcomes.append(run_shard(shard.spec, shard.data, results_dir, device, overwrite, progress))
+            report(i, len(shards), outcomes[-1])
+        return outcomes
+    import torch
+
+    context = multiprocessing.get_context("spawn")
+    gpu_count = torch.cuda.device_count() if device in ("auto", "cuda") else 0
+    gpu_ids = None
+    if gpu_count:
+        gpu_ids = context.Manager().Queue()
+        for i in range(jobs):
+            gpu_ids.put(i % gpu_count)
+    threads = max(1, (os.cpu_count() or 1) // jobs)
+    with ProcessPoolExecutor(max_workers=jobs, mp_context=context, initializer=_init_worker,
+                             initargs=(gpu_ids, threads)) as pool:
+        futures = {pool.submit(_run_in_worker, shard, results_dir, "cuda" if gpu_count else device, overwrite):
+                   shard for shard in shards}
+        for i, future in enumerate(as_completed(futures), start=1):
+            try:
+                outcome = future.result()
+            except Exception as exc:  # the worker process itself died (killed, out of memory)
+                outcome = ShardOutcome(futures[future].spec.key, "failed", f"worker died: {exc}")
+            outcomes.append(outcome)
+            report(i, len(shards), outcome)
+    return outcomes

@@ -1,0 +1,130 @@
+"""One shard: train one RunSpec, evaluate it on clean test data, and store its results atomically."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import time
+import traceback
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+import methods  # noqa: F401  (registers the methods)
+from bench import store
+from bench.batching import Encoded
+from bench.data import TextData
+from bench.encoders import build_encoder
+from bench.errors import BenchError
+from bench.metrics import classification_records, softmax
+from bench.provenance import provenance
+from bench.registry import METHODS
+from bench.spec import RunSpec
+from bench.trainer import Trainer, resolve_device, seed_everything
+
+log = logging.getLogger(__name__)
+CHECKPOINT = "checkpoint.pt"
+
+
+@dataclass
+class ShardOutcome:
+    """How a shard ended: `done`, `skipped` (already finished) or `failed` (with the reason)."""
+
+    key: str
+    status: str
+    message: str = ""
+    seconds: float = 0.0
+    rows: list[dict[str, Any]] = field(default_factory=list)
+
+
+def ids_digest(ids: list[str]) -> str:
+    """A short hash of a list of example ids (records which examples formed a split)."""
+    return hashlib.sha256(json.dumps(ids).encode()).hexdigest()[:12]
+
+
+def run_shard(spec: RunSpec, data: TextData, results_dir: Path, device: str = "auto",
+              overwrite: bool = False, progress: bool = True, gather: bool = True) -> ShardOutcome:
+    """Run one shard unless it is already finished; failures are recorded, never raised."""
+    run_dir = results_dir / spec.key
+    if overwrite:
+        store.reset_run(run_dir)
+    elif store.is_finished(run_dir):
+        return ShardOutcome(spec.key, "skipped", "already finished", rows=store.read_json(run_dir / store.ROWS))
+    started = time.perf_counter()
+    try:
+        rows = train_and_evaluate(spec, data, run_dir, device, progress, started)
+    except BenchError as exc:
+        return fail(run_dir, spec, str(exc), "", started)
+    except Exception as exc:  # a bug or an environment problem: keep the traceback with the run
+        return fail(run_dir, spec, f"{exc.__class__.__name__}: {exc}", traceback.format_exc(), started)
+    if gather:
+        store.gather(results_dir)
+    return ShardOutcome(spec.key, "done", seconds=time.perf_counter() - started, rows=rows)
+
+
+def fail(run_dir: Path, spec: RunSpec, reason: str, trace: str, started: float) -> ShardOutcome:
+    """Record a failed shard in `error.json` (no result rows) and report it."""
+    store.write_json(run_dir / store.ERROR, {"key": spec.key, "reason": reason, "traceback": trace,
+                                            "at": datetime.now(timezone.utc).isoformat()})
+    return ShardOutcome(spec.key, "failed", reason, time.perf_counter() - started)
+
+
+def train_and_evaluate(spec: RunSpec, data: TextData, run_dir: Path, device_name: str, progress: bool,
+                       started: float) -> list[dict[str, Any]]:
+    """Train, predict on test, and write the run folder; returns the result rows."""
+    run_dir.mkdir(parents=True, exist_ok=True)
+    (run_dir / store.ERROR).unlink(missing_ok=True)
+    store.write_json(run_dir / store.SPEC, {
+        **spec.to_json(), "data": data.describe(),
+        "split_ids": {s: ids_digest(getattr(data, s).ids) for s in ("train", "validation", "test")},
+    })
+    device = resolve_device(device_name)
+    seed_everything(spec.seed)
+    bundle = build_encoder(spec.encoder, data.train.texts, spec.train)
+    method_class = METHODS.get(spec.method)
+    method = method_class(bundle.model, data.num_labels, method_class.Config(**dict(spec.method_config)),
+                          head_dropout=spec.train.head_dropout)
+    encoded = {s: Encoded(bundle.tokenize(getattr(data, s).texts), getattr(data, s).labels)
+               for s in ("train", "validation", "test")}
+    trainer = Trainer(method, spec.train, device, bundle.pad_id, spec.seed, bundle.min_length,
+                      checkpoint=run_dir / CHECKPOINT, progress=progress, desc=spec.key)
+    fit = trainer.fit(encoded["train"], encoded["validation"])
+    probabilities = softmax(trainer.predict(encoded["test"]))
+    predicted = probabilities.argmax(1)
+    wall = time.perf_counter() - started
+    names = data.label_names
+
+    store.write_jsonl_gz(run_dir / "predictions.jsonl.gz", [
+        {"id": i, "gold": names[g], "predicted": names[p], "probabilities": np.round(pr, 6).tolist()}
+        for i, g, p, pr in zip(data.test.ids, data.test.labels, predicted, probabilities)])
+    from sklearn.metrics import confusion_matrix
+
+    best_val_confusion = fit.history[fit.best_epoch - 1]["val_confusion"] if fit.best_epoch else None
+    store.write_json(run_dir / "confusion.json", {
+        "labels": names,
+        "test": confusion_matrix(data.test.labels, predicted, labels=range(len(names))).tolist(),
+        "validation": best_val_confusion})
+    store.write_json(run_dir / "train_log.json", {
+        "history": fit.history, "best_epoch": fit.best_epoch, "best_val_accuracy": fit.best_val_accuracy,
+        "resumed_from_epoch": fit.resumed_from_epoch, "stopped_early": fit.stopped_early,
+        "encoder": bundle.info})
+    method_state = method.state_for_report()
+    if method_state:
+        store.write_json(run_dir / "method_state.json", method_state)
+
+    base = {"run_key": spec.key, "method": spec.method, "dataset": spec.dataset, "encoder": spec.encoder,
+            "seed": spec.seed, "evaluator": "clean"}
+    meta = {"config_hash": spec.config_hash, "data_fingerprint": spec.data_fingerprint,
+            "best_epoch": fit.best_epoch, "epochs_run": len(fit.history), "wall_seconds": round(wall, 2),
+            **provenance(device), "finished_at": datetime.now(timezone.utc).isoformat()}
+    rows = [{**base, "split": "test", **record, **meta}
+            for record in classification_records(data.test.labels, predicted, names)]
+    rows.append({**base, "split": "validation", "metric": "accuracy", "label": "",
+                 "value": fit.best_val_accuracy, "n": len(data.validation), **meta})
+    store.write_json(run_dir / store.ROWS, rows)
+    trainer.remove_checkpoint()
+    return rows

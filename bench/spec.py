@@ -1,0 +1,138 @@
+"""Frozen run specifications: what one shard trains, and the key its results are stored under."""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import re
+from dataclasses import dataclass, field, fields
+from typing import Any
+
+from bench.errors import BenchError
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """Optimisation and model-shape settings shared by every method (the Trainer reads these)."""
+
+    epochs: int = 10
+    batch_size: int = 32
+    lr: float = 5e-5
+    weight_decay: float = 0.01
+    warmup_ratio: float = 0.06
+    max_grad_norm: float = 1.0
+    patience: int = 3
+    max_length: int = 128
+    head_dropout: float = 0.1
+    pooling: str = "cls"
+    precision: str = "auto"
+    val_fraction: float = 0.1
+    data_seed: int = 0
+
+    def __post_init__(self) -> None:
+        checks = [
+            (self.epochs >= 1, "--epochs must be >= 1"),
+            (self.batch_size >= 1, "--batch-size must be >= 1"),
+            (self.lr > 0, "--lr must be > 0"),
+            (self.weight_decay >= 0, "--weight-decay must be >= 0"),
+            (0 <= self.warmup_ratio < 1, "--warmup-ratio must be in [0, 1)"),
+            (self.max_grad_norm >= 0, "--max-grad-norm must be >= 0 (0 disables clipping)"),
+            (self.patience >= 1, "--patience must be >= 1"),
+            (self.max_length >= 8, "--max-length must be >= 8"),
+            (0 <= self.head_dropout < 1, "--head-dropout must be in [0, 1)"),
+            (self.pooling in ("cls", "pooler", "mean"), "--pooling must be one of cls, pooler, mean"),
+            (self.precision in ("auto", "fp32", "bf16"), "--precision must be one of auto, fp32, bf16"),
+            (0 < self.val_fraction < 0.5, "--val-fraction must be in (0, 0.5)"),
+        ]
+        for ok, message in checks:
+            if not ok:
+                raise BenchError(message)
+
+    @classmethod
+    def field_names(cls) -> list[str]:
+        """Names of all settings, in declaration order."""
+        return [f.name for f in fields(cls)]
+
+
+def _format_value(value: Any) -> str:
+    """Stable text for a config value (floats in repr form, lists/dicts as compact JSON)."""
+    if isinstance(value, (list, tuple, dict)):
+        return json.dumps(value, sort_keys=True, separators=(",", ":"))
+    return repr(value) if isinstance(value, float) else str(value)
+
+
+def slug(text: str) -> str:
+    """A file-name-safe short form of a name or path (used in run keys)."""
+    text = text.rstrip("/").split("/")[-1] if ("/" in text and text.startswith((".", "/", "~"))) else text
+    return re.sub(r"[^A-Za-z0-9._-]+", "-", text.replace("/", "--")).strip("-") or "x"
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    """Everything that determines one shard's result: method, data, encoder, seed and settings."""
+
+    method: str
+    dataset: str
+    encoder: str
+    seed: int
+    data_fingerprint: str
+    train: TrainConfig = field(default_factory=TrainConfig)
+    method_config: tuple[tuple[str, Any], ...] = ()
+
+    def canonical(self) -> str:
+        """The canonical, human-readable string that identifies this run."""
+        parts = [
+            f"dataset={self.dataset}",
+            f"encoder={self.encoder}",
+            f"seed={self.seed}",
+            f"data={self.data_fingerprint}",
+        ]
+        parts += [f"{k}={_format_value(v)}" for k, v in dataclasses.asdict(self.train).items()]
+        parts += [f"{self.method}.{k}={_format_value(v)}" for k, v in sorted(self.method_config)]
+        return f"{self.method}:" + ",".join(parts)
+
+    @property
+    def config_hash(self) -> str:
+        """A short hash of the canonical string."""
+        return hashlib.sha256(self.canonical().encode()).hexdigest()[:10]
+
+    @property
+    def key(self) -> str:
+        """Run key: the run folder name and the key of every result row of this run."""
+        return f"{slug(self.method)}_{slug(self.dataset)}_{slug(self.encoder)}_s{self.seed}_{self.config_hash}"
+
+    def to_json(self) -> dict[str, Any]:
+        """A JSON-serialisable dict that `from_json` turns back into an equal spec."""
+        return {
+            "method": self.method,
+            "dataset": self.dataset,
+            "encoder": self.encoder,
+            "seed": self.seed,
+            "data_fingerprint": self.data_fingerprint,
+            "train": dataclasses.asdict(self.train),
+            "method_config": dict(self.method_config),
+            "canonical": self.canonical(),
+            "config_hash": self.config_hash,
+            "key": self.key,
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> "RunSpec":
+        """Rebuild a spec written by `to_json`."""
+        return cls(
+            method=data["method"],
+            dataset=data["dataset"],
+            encoder=data["encoder"],
+            seed=int(data["seed"]),
+            data_fingerprint=data["data_fingerprint"],
+            train=TrainConfig(**data["train"]),
+            method_config=tuple(sorted((k, _freeze(v)) for k, v in data["method_config"].items())),
+        )
+
+
+def _freeze(value: Any) -> Any:
+    """Make JSON-loaded lists hashable so a rebuilt spec equals the original."""
+    if isinstance(value, list):
+        return tuple(_freeze(v) for v in value)
+    return value

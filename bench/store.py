@@ -1,0 +1,113 @@
+"""The result store: one folder per run, every file written atomically, and a gathered Parquet table.
+
+A run is finished exactly when its `rows.json` exists; that file is written last.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import gzip
+import json
+import os
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any, Iterator
+
+ROWS = "rows.json"
+SPEC = "spec.json"
+ERROR = "error.json"
+TABLE = "results.parquet"
+
+
+@contextlib.contextmanager
+def atomic_path(path: Path) -> Iterator[Path]:
+    """Yield a temporary path beside `path`; on success it replaces `path` in one rename."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handle, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    os.close(handle)
+    try:
+        yield Path(tmp)
+        with open(tmp, "rb") as f:
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+
+
+def write_json(path: Path, data: Any) -> None:
+    """Write JSON atomically."""
+    with atomic_path(path) as tmp:
+        tmp.write_text(json.dumps(data, indent=1, ensure_ascii=False, default=_jsonable), encoding="utf-8")
+
+
+def write_jsonl_gz(path: Path, rows: list[dict[str, Any]]) -> None:
+    """Write gzip JSON Lines atomically."""
+    with atomic_path(path) as tmp, gzip.open(tmp, "wt", encoding="utf-8") as f:
+        for row in rows:
+            f.write(json.dumps(row, ensure_ascii=False, default=_jsonable) + "\n")
+
+
+def read_json(path: Path) -> Any:
+    """Read a JSON file."""
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def atomic_torch_save(obj: Any, path: Path) -> None:
+    """torch.save atomically (a killed save leaves the previous checkpoint intact)."""
+    import torch
+
+    with atomic_path(path) as tmp:
+        torch.save(obj, tmp)
+
+
+def _jsonable(value: Any) -> Any:
+    """JSON fallback for NumPy scalars and arrays."""
+    if hasattr(value, "tolist"):
+        return value.tolist()
+    raise TypeError(f"cannot serialise {type(value).__name__}")
+
+
+def is_finished(run_dir: Path) -> bool:
+    """Whether the run's rows have been written."""
+    return (run_dir / ROWS).is_file()
+
+
+def reset_run(run_dir: Path) -> None:
+    """Remove a run folder completely (used by --overwrite)."""
+    if run_dir.exists():
+        shutil.rmtree(run_dir)
+
+
+@contextlib.contextmanager
+def locked(results_dir: Path) -> Iterator[None]:
+    """An exclusive lock on the results folder (serialises writers of the gathered table)."""
+    results_dir.mkdir(parents=True, exist_ok=True)
+    with open(results_dir / ".lock", "w") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def finished_rows(results_dir: Path) -> list[dict[str, Any]]:
+    """Every row of every finished run under `results_dir`, ordered by run key."""
+    rows: list[dict[str, Any]] = []
+    for path in sorted(results_dir.glob(f"*/{ROWS}")):
+        rows.extend(read_json(path))
+    return rows
+
+
+def gather(results_dir: Path) -> Path:
+    """Rebuild `results.parquet` from all finished runs (under the lock, atomically); returns its path."""
+    import pandas as pd
+
+    target = results_dir / TABLE
+    with locked(results_dir):
+        frame = pd.DataFrame(finished_rows(results_dir))
+        with atomic_path(target) as tmp:
+            frame.to_parquet(tmp, index=False)
+    return target

@@ -1,0 +1,73 @@
+"""The method interface: a module that turns a batch into named losses. Methods never own the loop,
+the optimiser or the device; the Trainer does."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import numpy as np
+import torch
+from torch import nn
+
+from bench.encoders import EncoderOutput, TextEncoder
+
+
+@dataclass(frozen=True)
+class Progress:
+    """Where training stands when a hook is called."""
+
+    epoch: int
+    max_epochs: int
+    step: int
+    total_steps: int
+
+
+@dataclass(frozen=True)
+class NoConfig:
+    """A method without knobs."""
+
+
+class Method(nn.Module):
+    """Encoder + classifier head (dropout, Linear(d, N)); subclasses define `loss`.
+
+    Subclasses set `Config` to a frozen dataclass of their knobs (with documented defaults).
+    """
+
+    Config: ClassVar[type] = NoConfig
+
+    def __init__(self, encoder: TextEncoder, num_labels: int, config: Any = None, head_dropout: float = 0.1):
+        super().__init__()
+        self.encoder = encoder
+        self.config = config if config is not None else self.Config()
+        self.num_labels = num_labels
+        self.head = nn.Sequential(nn.Dropout(head_dropout), nn.Linear(encoder.hidden_size, num_labels))
+
+    def encode(self, batch: dict[str, torch.Tensor]) -> EncoderOutput:
+        """Encoder output for a batch."""
+        return self.encoder(batch["input_ids"], batch["attention_mask"])
+
+    def logits(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        """Class scores (B, N) used for prediction."""
+        return self.head(self.encode(batch).pooled)
+
+    def loss(self, batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        """Named scalar losses for a training batch; their sum is optimised."""
+        raise NotImplementedError
+
+    # Optional hooks -----------------------------------------------------------------------------------
+    def on_step_end(self, progress: Progress) -> None:
+        """Called after every optimiser step."""
+
+    def on_eval(self, confusion: np.ndarray, progress: Progress) -> None:
+        """Called after every validation pass with its confusion matrix (rows: gold, columns: predicted)."""
+
+    def state_for_report(self) -> dict[str, Any]:
+        """JSON-serialisable method state stored with the run (e.g. a label-distance matrix)."""
+        return {}
+
+    @classmethod
+    def config_fields(cls) -> dict[str, Any]:
+        """The method's knobs and their defaults."""
+        return dataclasses.asdict(cls.Config())

@@ -1,0 +1,150 @@
+import gzip
+import re
+import json
+import time
+
+import pandas as pd
+import pytest
+
+from bench.registry import METHODS
+from conftest import FAST, write_jsonl
+from test_trainer import NanLoss
+
+PROVENANCE = ["config_hash", "data_fingerprint", "clbench_version", "git_commit", "torch_version",
+              "transformers_version", "device", "wall_seconds", "seed"]
+
+
+def run_dirs(results):
+    return sorted(p for p in results.iterdir() if p.is_dir()) if results.exists() else []
+
+
+def test_help_and_lists(cli, capsys):
+    with pytest.raises(SystemExit) as exit_:
+        cli("--help")
+    assert exit_.value.code == 0 and "run" in capsys.readouterr().out
+    code, out, _ = cli("list", "methods", "--verbose")
+    assert code == 0 and out.startswith("ce:")
+    code, out, _ = cli("list", "datasets")
+    assert code == 0 and "20ng" in out and "demo" in out and "11314/-/7532" in out
+    code, out, _ = cli("list", "encoders")
+    assert code == 0 and "minilm" in out and "tiny-bert" in out and "Hugging Face model id" in out
+
+
+def test_end_to_end_run_writes_a_complete_run_folder(cli, tiny, results):
+    code, out, err = cli("run", "--datasets", tiny, "--seeds", "1,2", *FAST)
+    assert code == 0, err
+    assert re.search(r"tiny\s+tiny-bert\s+ce\s+2\s", out)  # summary table: one line, two seeds
+    folders = run_dirs(results)
+    assert len(folders) == 2
+    for folder in folders:
+        names = {p.name for p in folder.iterdir()}
+        assert {"spec.json", "rows.json", "predictions.jsonl.gz", "confusion.json", "train_log.json"} <= names
+        assert "checkpoint.pt" not in names
+        assert not [n for n in names if n.endswith(".tmp")]
+        spec = json.loads((folder / "spec.json").read_text())
+        assert spec["key"] == folder.name
+        assert "stratified 10% of train" in spec["data"]["validation_source"]
+        with gzip.open(folder / "predictions.jsonl.gz", "rt") as f:
+            predictions = [json.loads(line) for line in f]
+        assert len(predictions) == 30
+        assert {"id", "gold", "predicted", "probabilities"} <= set(predictions[0])
+        assert abs(sum(predictions[0]["probabilities"]) - 1) < 1e-4
+        confusion = json.loads((folder / "confusion.json").read_text())
+        assert sum(map(sum, confusion["test"])) == 30
+    table = pd.read_parquet(results / "results.parquet")
+    assert set(table["run_key"]) == {f.name for f in folders}
+    for column in PROVENANCE:
+        assert table[column].notna().all(), column
+    test_rows = table[(table.split == "test") & (table.label == "")]
+    assert set(test_rows.metric) == {"accuracy", "macro_f1"}
+    per_class = table[(table.metric == "f1") & (table.label != "")]
+    assert set(per_class.label) == {"food", "sport", "weather"}
+    # the accuracy row agrees with the stored predictions
+    folder = folders[0]
+    with gzip.open(folder / "predictions.jsonl.gz", "rt") as f:
+        predictions = [json.loads(line) for line in f]
+    accuracy = sum(p["gold"] == p["predicted"] for p in predictions) / len(predictions)
+    stored = table[(table.run_key == folder.name) & (table.metric == "accuracy") & (table.split == "test")]
+    assert stored.value.item() == pytest.approx(accuracy)
+
+
+def test_rerun_skips_and_overwrite_recomputes(cli, tiny, results):
+    assert cli("run", "--datasets", tiny, *FAST)[0] == 0
+    rows_file = next(results.glob("*/rows.json"))
+    first = rows_file.read_text()
+    started = time.perf_counter()
+    code, out, err = cli("run", "--datasets", tiny, *FAST)
+    assert code == 0 and "skipped" in err
+    assert time.perf_counter() - started < 5
+    assert rows_file.read_text() == first
+    code, _, err = cli("run", "--datasets", tiny, *FAST, "--overwrite")
+    assert code == 0 and "done" in err
+    again = json.loads(rows_file.read_text())
+    assert again[0]["finished_at"] != json.loads(first)[0]["finished_at"]
+    # deterministic: recomputation gives the same metrics
+    assert [r["value"] for r in again] == [r["value"] for r in json.loads(first)]
+
+
+def test_changed_settings_make_a_new_run(cli, tiny, results):
+    assert cli("run", "--datasets", tiny, *FAST)[0] == 0
+    assert cli("run", "--datasets", tiny, *FAST, "--head-dropout", "0.2")[0] == 0
+    assert len(run_dirs(results)) == 2
+
+
+@pytest.mark.parametrize("args,message", [
+    (["--methods", "supcom"], "unknown method 'supcom'"),
+    (["--datasets", "trek"], "unknown dataset 'trek'. Did you mean 'trec'?"),
+    (["--encoder", "no-such/model"], "cannot load encoder 'no-such/model'"),
+    (["--epochs", "0"], "--epochs must be >= 1"),
+    (["--datasets", "mr"], "could not load 'mr' from the Hugging Face Hub"),
+])
+def test_bad_input_exits_with_one_line_and_no_rows(cli, tiny, results, args, message, monkeypatch):
+    import datasets as hf_datasets
+
+    monkeypatch.setattr(hf_datasets, "load_dataset", lambda *a, **k: (_ for _ in ()).throw(ConnectionError("offline")))
+    base = ["run", "--datasets", tiny, *FAST]
+    code, out, err = cli(*base, *args)
+    assert code == 2
+    assert message in err
+    assert err.count("\n") == 1 and "Traceback" not in err
+    assert not list(results.glob("*/rows.json"))
+
+
+def test_bad_data_file_exits_cleanly(cli, tmp_path, results):
+    write_jsonl(tmp_path / "d" / "train.jsonl", [{"text": "a", "label": "x"}, {"text": "", "label": "y"}])
+    write_jsonl(tmp_path / "d" / "test.jsonl", [{"text": "a", "label": "x"}])
+    code, _, err = cli("run", "--datasets", tmp_path / "d", *FAST)
+    assert code == 2 and "have empty text" in err
+    assert not results.exists() or not list(results.glob("*/rows.json"))
+
+
+def test_failing_shard_is_reported_and_others_go_on(cli, tiny, results):
+    if "nan-test" not in METHODS:
+        METHODS.add("nan-test", NanLoss)
+    code, out, err = cli("run", "--datasets", tiny, "--methods", "nan-test,ce", *FAST)
+    assert code == 1
+    assert "1 of 2 shard(s) failed" in err and "loss became nan" in err
+    finished = list(results.glob("*/rows.json"))
+    assert [p.parent.name.split("_")[0] for p in finished] == ["ce"]
+    error = json.loads(next(results.glob("nan-test*/error.json")).read_text())
+    assert "loss became nan" in error["reason"]
+    table = pd.read_parquet(results / "results.parquet")
+    assert set(table.method) == {"ce"}
+
+
+def test_debug_shows_the_traceback(cli, tiny):
+    with pytest.raises(Exception, match="unknown method"):
+        cli("run", "--datasets", tiny, "--methods", "nope", "--debug")
+
+
+def test_planned_commands_say_so(cli):
+    code, _, err = cli("report")
+    assert code == 2 and "not implemented yet" in err
+
+
+def test_parallel_jobs(cli, tiny, results):
+    code, out, err = cli("run", "--datasets", tiny, "--seeds", "1-3", "--jobs", "2", *FAST)
+    assert code == 0, err
+    assert len(list(results.glob("*/rows.json"))) == 3
+    table = pd.read_parquet(results / "results.parquet")
+    assert table.run_key.nunique() == 3

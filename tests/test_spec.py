@@ -1,0 +1,64 @@
+import dataclasses
+
+import pytest
+
+from bench.errors import BenchError
+from bench.spec import RunSpec, TrainConfig, slug
+
+
+def make(**changes):
+    base = dict(method="ce", dataset="mr", encoder="minilm", seed=1, data_fingerprint="abc123")
+    base.update(changes)
+    return RunSpec(**base)
+
+
+def test_canonical_string_names_everything():
+    spec = make(method_config=(("tau", 5.0),))
+    text = spec.canonical()
+    assert text.startswith("ce:dataset=mr,encoder=minilm,seed=1,data=abc123,")
+    for name in TrainConfig.field_names():
+        assert f",{name}=" in text
+    assert text.endswith("ce.tau=5.0")
+
+
+def test_key_is_readable_and_hashed():
+    spec = make(encoder="sentence-transformers/all-MiniLM-L6-v2")
+    assert spec.key == f"ce_mr_sentence-transformers--all-MiniLM-L6-v2_s1_{spec.config_hash}"
+    assert len(spec.config_hash) == 10
+
+
+@pytest.mark.parametrize("change", [
+    {"seed": 2}, {"dataset": "trec"}, {"encoder": "tiny-bert"}, {"data_fingerprint": "zzz"},
+    {"train": TrainConfig(lr=1e-4)}, {"train": TrainConfig(data_seed=1)}, {"method_config": (("tau", 1.0),)},
+])
+def test_any_change_changes_the_key(change):
+    assert make().key != make(**change).key
+
+
+def test_equal_specs_have_equal_keys():
+    assert make().key == make().key
+    assert make(train=TrainConfig(lr=2e-5)).key == make(train=TrainConfig(lr=2e-5)).key
+
+
+def test_json_round_trip():
+    spec = make(method_config=(("pairs", ("a", "b")), ("tau", 5.0)), train=TrainConfig(epochs=3))
+    again = RunSpec.from_json(spec.to_json())
+    assert again == spec and again.key == spec.key
+
+
+def test_spec_is_frozen():
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        make().seed = 3
+
+
+@pytest.mark.parametrize("bad", [{"epochs": 0}, {"lr": 0.0}, {"pooling": "max"}, {"precision": "fp16"},
+                                 {"val_fraction": 0.7}, {"batch_size": 0}])
+def test_bad_settings_fail_with_a_message(bad):
+    with pytest.raises(BenchError):
+        TrainConfig(**bad)
+
+
+def test_slug_of_paths_and_ids():
+    assert slug("/home/me/models/my-bert/") == "my-bert"
+    assert slug("bert-base-uncased") == "bert-base-uncased"
+    assert slug("org/model") == "org--model"

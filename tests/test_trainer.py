@@ -1,0 +1,117 @@
+import numpy as np
+import pytest
+import torch
+
+from bench.batching import Encoded
+from bench.data import load_dataset
+from bench.encoders import build_encoder
+from bench.errors import BenchError
+from bench.registry import METHODS
+from bench.spec import TrainConfig
+from bench.trainer import Trainer, linear_schedule, seed_everything
+from conftest import FIXTURE
+from methods.base import Method
+
+CFG = TrainConfig(epochs=3, lr=1e-3, batch_size=8, max_length=32, patience=5)
+
+
+def setup(cfg=CFG, method="ce", checkpoint=None, seed=1):
+    data = load_dataset(str(FIXTURE))
+    seed_everything(seed)
+    bundle = build_encoder("tiny-bert", data.train.texts, cfg)
+    cls = METHODS.get(method)
+    model = cls(bundle.model, data.num_labels, head_dropout=cfg.head_dropout)
+    encoded = {s: Encoded(bundle.tokenize(getattr(data, s).texts), getattr(data, s).labels)
+               for s in ("train", "validation", "test")}
+    trainer = Trainer(model, cfg, torch.device("cpu"), bundle.pad_id, seed, checkpoint=checkpoint, progress=False)
+    return trainer, encoded
+
+
+def test_training_learns_the_fixture():
+    trainer, data = setup(TrainConfig(epochs=6, lr=2e-3, batch_size=8, max_length=32, patience=6))
+    before = trainer.evaluate(data["test"])[0]
+    fit = trainer.fit(data["train"], data["validation"])
+    after = trainer.evaluate(data["test"])[0]
+    assert after > max(before, 0.6)
+    assert fit.history[0]["train_loss"] > fit.history[-1]["train_loss"]
+
+
+def test_same_seed_gives_identical_results():
+    first, data = setup()
+    first.fit(data["train"], data["validation"])
+    second, data2 = setup()
+    second.fit(data2["train"], data2["validation"])
+    assert np.array_equal(first.predict(data["test"]), second.predict(data2["test"]))
+
+
+def test_different_seed_gives_different_results():
+    first, data = setup(seed=1)
+    first.fit(data["train"], data["validation"])
+    second, data2 = setup(seed=2)
+    second.fit(data2["train"], data2["validation"])
+    assert not np.array_equal(first.predict(data["test"]), second.predict(data2["test"]))
+
+
+class Killed(BaseException):
+    """Stands in for the process being killed right after a checkpoint was written."""
+
+
+def test_resume_after_kill_equals_uninterrupted_run(tmp_path, monkeypatch):
+    reference, data = setup()
+    reference.fit(data["train"], data["validation"])
+    expected = reference.predict(data["test"])
+
+    original_save = Trainer.save
+
+    def save_then_die(self, *args):
+        original_save(self, *args)
+        raise Killed
+
+    checkpoint = tmp_path / "checkpoint.pt"
+    monkeypatch.setattr(Trainer, "save", save_then_die)
+    interrupted, data = setup(checkpoint=checkpoint)
+    with pytest.raises(Killed):
+        interrupted.fit(data["train"], data["validation"])
+    monkeypatch.setattr(Trainer, "save", original_save)
+    assert checkpoint.exists()
+
+    resumed, data = setup(checkpoint=checkpoint)
+    fit = resumed.fit(data["train"], data["validation"])
+    assert fit.resumed_from_epoch == 1
+    assert len(fit.history) == 3
+    assert np.array_equal(resumed.predict(data["test"]), expected)
+
+
+def test_early_stopping_restores_the_best_epoch():
+    trainer, data = setup(TrainConfig(epochs=8, lr=1e-9, batch_size=8, max_length=32, patience=2))
+    fit = trainer.fit(data["train"], data["validation"])
+    # with a vanishing learning rate validation accuracy cannot improve after epoch 1
+    assert fit.best_epoch == 1
+    assert len(fit.history) == 3 and fit.stopped_early
+
+
+class NanLoss(Method):
+    """Test method whose loss is NaN."""
+
+    def loss(self, batch):
+        return {"nan": self.logits(batch).sum() * float("nan")}
+
+
+def test_nan_loss_fails_with_a_reason():
+    if "nan-test" not in METHODS:
+        METHODS.add("nan-test", NanLoss)
+    trainer, data = setup(method="nan-test")
+    with pytest.raises(BenchError, match="loss became nan in epoch 1"):
+        trainer.fit(data["train"], data["validation"])
+
+
+def test_linear_schedule():
+    factor = linear_schedule(warmup=2, total=10)
+    assert [round(factor(s), 3) for s in (0, 1, 2, 6, 10)] == [0.5, 1.0, 1.0, 0.5, 0.0]
+
+
+def test_no_weight_decay_on_biases_and_norms():
+    trainer, _ = setup()
+    decay, no_decay = trainer.optimizer().param_groups
+    assert no_decay["weight_decay"] == 0.0 and decay["weight_decay"] == CFG.weight_decay
+    assert all(p.ndim >= 2 for p in decay["params"])
