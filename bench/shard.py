@@ -83,7 +83,7 @@ def train_and_evaluate(spec: RunSpec, data: TextData, run_dir: Path, device_name
         "split_ids": {s: ids_digest(getattr(data, s).ids) for s in ("train", "validation", "test")},
     })
     device = resolve_device(device_name)
-    seed_everything(spec.seed)
+    seed_everything(spec.seed, deterministic=device.type == "cpu")
     bundle = build_encoder(spec.encoder, data.train.texts, spec.train)
     method_class = METHODS.get(spec.method)
     method = method_class(bundle.model, data.num_labels, method_class.Config(**dict(spec.method_config)),

@@ -40,12 +40,14 @@ def out_of_memory_as_error(batch_size: int, max_length: int):
         raise
 
 
-def seed_everything(seed: int) -> None:
-    """Seed Python, NumPy and torch (all devices) and ask torch for deterministic kernels."""
+def seed_everything(seed: int, deterministic: bool = True) -> None:
+    """Seed Python, NumPy and torch (all devices); `deterministic` also asks torch for deterministic kernels
+    (on by default: identical results for identical seeds on CPU; GPU runs may switch it off for speed)."""
     random.seed(seed)
     np.random.seed(seed % 2**32)
     torch.manual_seed(seed)
-    torch.use_deterministic_algorithms(True, warn_only=True)
+    os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+    torch.use_deterministic_algorithms(deterministic, warn_only=True)
 
 
 def resolve_device(requested: str = "auto") -> torch.device:

@@ -148,3 +148,59 @@ def test_parallel_jobs(cli, tiny, results):
     assert len(list(results.glob("*/rows.json"))) == 3
     table = pd.read_parquet(results / "results.parquet")
     assert table.run_key.nunique() == 3
+
+
+def test_no_arguments_means_the_demo():
+    from bench.cli import build_parser
+
+    args = build_parser().parse_args(["run"])
+    assert (args.methods, args.datasets, args.encoders, args.seeds) == (["ce"], ["demo"], ["minilm"], [1])
+    from bench.runner import train_config
+
+    assert train_config("demo", {}).epochs == 4  # the demo card's own default
+    assert train_config("demo", {"epochs": 2}).epochs == 2  # the command line wins
+
+
+def test_killed_shard_resumes_on_the_next_run(cli, tiny, tmp_path, monkeypatch):
+    from bench.trainer import Trainer
+    from test_trainer import Killed
+
+    args = ["run", "--datasets", tiny, *FAST, "--epochs", "3"]
+    assert cli(*args, "--results-dir", tmp_path / "reference")[0] == 0
+    original_save = Trainer.save
+    calls = []
+
+    def save_then_die(self, *a):
+        original_save(self, *a)
+        calls.append(1)
+        if len(calls) == 2:
+            raise Killed
+
+    monkeypatch.setattr(Trainer, "save", save_then_die)
+    with pytest.raises(Killed):
+        cli(*args, "--results-dir", tmp_path / "resumed")
+    folder = next((tmp_path / "resumed").iterdir())
+    assert (folder / "checkpoint.pt").exists() and not (folder / "rows.json").exists()
+    monkeypatch.setattr(Trainer, "save", original_save)
+    assert cli(*args, "--results-dir", tmp_path / "resumed")[0] == 0
+    log = json.loads((folder / "train_log.json").read_text())
+    assert log["resumed_from_epoch"] == 2
+    reference = next((tmp_path / "reference").glob("ce_*"))
+    assert reference.name == folder.name
+    values = lambda d: [r["value"] for r in json.loads((d / "rows.json").read_text())]
+    assert values(folder) == values(reference)
+
+
+def test_out_of_memory_fails_the_shard_with_advice(cli, tiny, results, monkeypatch):
+    import torch
+
+    from methods.ce import CrossEntropy
+
+    def oom(self, batch):
+        raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 20.00 GiB")
+
+    monkeypatch.setattr(CrossEntropy, "loss", oom)
+    code, _, err = cli("run", "--datasets", tiny, *FAST)
+    assert code == 1
+    assert "out of memory at batch size 8" in err and "lower --batch-size" in err
+    assert not list(results.glob("*/rows.json"))

@@ -1,0 +1,152 @@
+"""Benchmarks of the harness itself, each reported as a ratio against a baseline measured in the same run.
+
+    python -m bench.perf overhead --dataset mr --data-dir ../shared/data   # Trainer vs a minimal loop
+    python -m bench.perf padding  --dataset mr --data-dir ../shared/data   # length grouping + dynamic padding
+
+Rounds alternate between the variants so that machine noise hits both alike; the medians are compared.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from typing import Callable
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+import methods  # noqa: F401
+from bench.batching import Encoded, collate, length_grouped_batches, random_batches
+from bench.data import load_dataset
+from bench.encoders import build_encoder
+from bench.registry import METHODS
+from bench.spec import TrainConfig
+from bench.trainer import Trainer, seed_everything
+
+
+def prepare(args: argparse.Namespace) -> tuple[Trainer, Encoded, TrainConfig]:
+    """A CE model on the encoder and a training subset of the dataset, wrapped in a Trainer."""
+    cfg = TrainConfig(batch_size=args.batch_size, max_length=args.max_length, lr=5e-5, precision=args.precision)
+    data = load_dataset(args.dataset, args.data_dir)
+    seed_everything(0)
+    bundle = build_encoder(args.encoder, data.train.texts, cfg)
+    n = min(len(data.train), args.steps * args.batch_size)
+    encoded = Encoded(bundle.tokenize(data.train.texts[:n]), data.train.labels[:n])
+    method = METHODS.get("ce")(bundle.model, data.num_labels)
+    trainer = Trainer(method, cfg, torch.device(args.device), bundle.pad_id, 0, bundle.min_length, progress=False)
+    return trainer, encoded, cfg
+
+
+def timed(fn: Callable[[], int]) -> float:
+    """Sequences per second of one call of `fn` (which returns the number of sequences it processed)."""
+    start = time.perf_counter()
+    seen = fn()
+    if torch.cuda.is_available():
+        torch.cuda.synchronize()
+    return seen / (time.perf_counter() - start)
+
+
+def minimal_loop(trainer: Trainer, data: Encoded, batches: list[np.ndarray], optimizer: torch.optim.Optimizer,
+                 pad_to: int | None = None) -> int:
+    """The shortest correct training loop: forward, cross-entropy, backward, AdamW step."""
+    model = trainer.method
+    model.train()
+    for index in batches:
+        batch = {k: v.to(trainer.device) for k, v in collate(data, index, trainer.pad_id, pad_to=pad_to).items()}
+        with trainer.autocast():
+            loss = F.cross_entropy(model.logits(batch).float(), batch["labels"])
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        optimizer.step()
+    return sum(len(b) for b in batches)
+
+
+def trainer_epoch(trainer: Trainer, data: Encoded, epoch: int) -> int:
+    """One epoch of the real Trainer (schedule, clipping, hooks, logging included)."""
+    optimizer = trainer.optimizer()
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: 1.0)
+    state = {"step": 0}
+    trainer.train_epoch(data, epoch, optimizer, scheduler, state, total_steps=10**9)
+    return len(data)
+
+
+def overhead(args: argparse.Namespace) -> dict:
+    """Trainer throughput / minimal-loop throughput on identical batches."""
+    trainer, data, cfg = prepare(args)
+    results: dict[str, list[float]] = {"trainer": [], "minimal": []}
+    optimizer = trainer.optimizer()
+    for round_ in range(args.rounds + 1):  # round 0 warms up both paths and is discarded
+        batches = length_grouped_batches(data.lengths, cfg.batch_size, np.random.default_rng([0, round_]))
+        if round_ % 2:  # alternate which variant goes first
+            minimal = timed(lambda: minimal_loop(trainer, data, batches, optimizer))
+            full = timed(lambda: trainer_epoch(trainer, data, round_))
+        else:
+            full = timed(lambda: trainer_epoch(trainer, data, round_))
+            minimal = timed(lambda: minimal_loop(trainer, data, batches, optimizer))
+        if round_:
+            results["minimal"].append(minimal)
+            results["trainer"].append(full)
+    return summarise(results, baseline="minimal", args=args)
+
+
+def padding(args: argparse.Namespace) -> dict:
+    """Length-grouped dynamic padding vs random batches padded to --max-length."""
+    trainer, data, cfg = prepare(args)
+    optimizer = trainer.optimizer()
+    results: dict[str, list[float]] = {"grouped_dynamic": [], "random_dynamic": [], "random_pad_to_max": []}
+    for round_ in range(args.rounds + 1):
+        rng = np.random.default_rng([1, round_])
+        grouped = length_grouped_batches(data.lengths, cfg.batch_size, rng)
+        plain = random_batches(len(data), cfg.batch_size, rng)
+        speeds = {
+            "grouped_dynamic": timed(lambda: minimal_loop(trainer, data, grouped, optimizer)),
+            "random_dynamic": timed(lambda: minimal_loop(trainer, data, plain, optimizer)),
+            "random_pad_to_max": timed(lambda: minimal_loop(trainer, data, plain, optimizer, pad_to=cfg.max_length)),
+        }
+        if round_:
+            for name, value in speeds.items():
+                results[name].append(value)
+    report = summarise(results, baseline="random_pad_to_max", args=args)
+    report["mean_tokens"] = float(data.lengths.mean())
+    return report
+
+
+def summarise(results: dict[str, list[float]], baseline: str, args: argparse.Namespace) -> dict:
+    """Median sequences/s per variant and each variant's ratio to the baseline."""
+    medians = {k: statistics.median(v) for k, v in results.items()}
+    return {"benchmark": args.command, "encoder": args.encoder, "dataset": args.dataset,
+            "batch_size": args.batch_size, "max_length": args.max_length, "steps": args.steps,
+            "rounds": args.rounds, "device": args.device, "precision": args.precision,
+            "torch_threads": torch.get_num_threads(),
+            "seq_per_s": {k: round(v, 2) for k, v in medians.items()},
+            "all_rounds": {k: [round(x, 2) for x in v] for k, v in results.items()},
+            "ratio_vs_" + baseline: {k: round(v / medians[baseline], 3) for k, v in medians.items()}}
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run one benchmark and print its JSON report."""
+    parser = argparse.ArgumentParser(prog="python -m bench.perf", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("command", choices=["overhead", "padding"])
+    parser.add_argument("--dataset", default="demo")
+    parser.add_argument("--data-dir", default=None)
+    parser.add_argument("--encoder", default="minilm")
+    parser.add_argument("--batch-size", type=int, default=32)
+    parser.add_argument("--max-length", type=int, default=128)
+    parser.add_argument("--steps", type=int, default=20, help="batches per measurement")
+    parser.add_argument("--rounds", type=int, default=3, help="measured rounds per variant (after one warm-up)")
+    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    parser.add_argument("--precision", default="auto", choices=["auto", "fp32", "bf16"])
+    args = parser.parse_args(argv)
+    report = {"overhead": overhead, "padding": padding}[args.command](args)
+    json.dump(report, sys.stdout, indent=1)
+    print()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
