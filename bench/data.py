@@ -17,6 +17,7 @@ import numpy as np
 
 from bench.cards import Card
 from bench.errors import BenchError
+from bench.hub import hub_reachable
 from bench.registry import DATASETS
 
 log = logging.getLogger(__name__)
@@ -169,6 +170,9 @@ def load_hub(card: Card, dirs: list[Path]) -> dict[str, tuple]:
                    f"(or set BENCH_DATA_DIR); searched: {where}")
     if not hub.get("id"):
         raise BenchError(f"dataset {card.name!r} has no local copy and no Hub source: {alternative}")
+    if not hub_reachable():
+        raise BenchError(f"could not load {card.name!r} from the Hugging Face Hub ({hub['id']}): the Hub is "
+                         f"unreachable. To run offline, {alternative}")
     try:
         import datasets as hf_datasets
 
@@ -176,6 +180,9 @@ def load_hub(card: Card, dirs: list[Path]) -> dict[str, tuple]:
         for split, hub_split in (hub.get("splits") or {"train": "train", "test": "test"}).items():
             table = hf_datasets.load_dataset(hub["id"], hub.get("config"), split=hub_split)
             labels = list(table[hub["label_column"]])
+            if labels and isinstance(labels[0], (list, tuple)):
+                raise BenchError(f"the Hub source of {card.name!r} ({hub['id']}) has several labels per row "
+                                 f"and needs the recipe in the card's note; {alternative}")
             names = hub.get("label_names")
             if names is None and hasattr(table.features[hub["label_column"]], "names"):
                 names = table.features[hub["label_column"]].names

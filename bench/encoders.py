@@ -5,17 +5,16 @@ from __future__ import annotations
 
 import logging
 import os
-import socket
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
-from urllib.parse import urlparse
 
 import numpy as np
 import torch
 from torch import nn
 
 from bench.errors import BenchError
+from bench.hub import hub_reachable
 from bench.registry import ENCODERS
 from bench.spec import TrainConfig
 from bench.vocab import build_vocab, word_tokenizer
@@ -106,18 +105,6 @@ def hf_tokenize(tokenizer: Any, max_length: int) -> Callable[[list[str]], list[l
         return tokenizer(list(texts), truncation=True, max_length=max_length)["input_ids"]
 
     return tokenize
-
-
-def hub_reachable(timeout: float = 3.0) -> bool:
-    """Whether the Hugging Face Hub answers a TCP connection (False when HF_HUB_OFFLINE is set)."""
-    if os.environ.get("HF_HUB_OFFLINE", "0").lower() in ("1", "true", "yes"):
-        return False
-    host = urlparse(os.environ.get("HF_ENDPOINT", "https://huggingface.co")).hostname or "huggingface.co"
-    try:
-        socket.create_connection((host, 443), timeout=timeout).close()
-        return True
-    except OSError:
-        return False
 
 
 def param_count(model: nn.Module) -> int:

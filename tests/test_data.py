@@ -173,6 +173,7 @@ def test_hub_failure_points_to_local_copies(monkeypatch):
         raise ConnectionError("Couldn't reach 'SetFit/20_newsgroups' on the Hub")
 
     monkeypatch.setattr(hf_datasets, "load_dataset", offline)
+    monkeypatch.setattr(data_module, "hub_reachable", lambda: True)
     with pytest.raises(BenchError) as err:
         load_dataset("20ng")
     message = str(err.value)
@@ -188,6 +189,7 @@ def test_hub_rows_are_mapped_through_label_names(monkeypatch):
         "test": hf_datasets.Dataset.from_dict({"text": ["q5", "q6"], "coarse_label": [1, 5]}),
     }
     monkeypatch.setattr(hf_datasets, "load_dataset", lambda id_, config, split: tables[split])
+    monkeypatch.setattr(data_module, "hub_reachable", lambda: True)
     data = load_dataset("trec")
     assert data.source == "hub:CogComp/trec"
     names = [data.label_names[i] for i in data.test.labels]
@@ -196,3 +198,18 @@ def test_hub_rows_are_mapped_through_label_names(monkeypatch):
 
 def test_fixture_is_self_written_and_small():
     assert len(read_fixture("train")) == 45
+
+
+def test_offline_hub_fails_fast_with_the_alternative():
+    with pytest.raises(BenchError, match="the Hub is unreachable. To run offline, put a local copy under DIR/sst2"):
+        load_dataset("sst2")
+
+
+def test_multi_label_hub_source_is_refused(monkeypatch):
+    import datasets as hf_datasets
+
+    table = hf_datasets.Dataset.from_dict({"text": ["a", "b"], "topics": [["earn"], ["acq", "earn"]]})
+    monkeypatch.setattr(hf_datasets, "load_dataset", lambda *a, **k: table)
+    monkeypatch.setattr(data_module, "hub_reachable", lambda: True)
+    with pytest.raises(BenchError, match="several labels per row"):
+        load_dataset("r52")

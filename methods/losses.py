@@ -1,0 +1,258 @@
+"""Loss functions and small modules shared by the contrastive methods (see `METHODS.md` in the shared folder).
+
+Everything here is pure and vectorised over the batch: no Python loop runs over rows. Every loss casts its
+inputs to float32 first, so fp16/bf16 activations (autocast) neither overflow nor lose the softmax, and
+returns a float32 scalar. A loss that happens to be zero (for example no anchor has a positive) still hangs
+off its inputs' graph, so `loss.backward()` always works and yields zero gradients instead of raising.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+__all__ = [
+    "clld_loss",
+    "supcon_loss",
+    "lcl_loss",
+    "cline_contrastive_loss",
+    "cline_bce_loss",
+    "replaced_token_loss",
+    "alignment_loss",
+    "PowerNorm",
+    "ema_update",
+]
+
+# Finite stand-in for -inf on masked logits: exp() of it underflows to exactly 0 in float32, yet a row that
+# is entirely masked (a batch of one) still gives a finite logsumexp and finite gradients.
+_MASKED = -1e9
+# The diagonal value of SimLDM prescribed by CLLD Eq. 5.
+_CLLD_DIAGONAL = -1e6
+# Norm-product floor of CLLD Eq. 4.
+_NORM_FLOOR = 1e-8
+
+
+def _check_rows(h: Tensor, labels: Tensor, name: str = "h") -> None:
+    if h.dim() != 2:
+        raise ValueError(f"{name} must be (rows, features), got shape {tuple(h.shape)}")
+    if labels.dim() != 1 or labels.shape[0] != h.shape[0]:
+        raise ValueError(f"labels must be ({h.shape[0]},), got shape {tuple(labels.shape)}")
+
+
+def _positive_mask(labels: Tensor) -> tuple[Tensor, Tensor]:
+    """(same label and not self, self) boolean (R, R) masks."""
+    rows = labels.shape[0]
+    eye = torch.eye(rows, dtype=torch.bool, device=labels.device)
+    same = labels.unsqueeze(0) == labels.unsqueeze(1)
+    return same & ~eye, eye
+
+
+def _mean_over_anchors(per_anchor: Tensor, has_positive: Tensor) -> Tensor:
+    """Mean of `per_anchor` over anchors with a positive; 0 (still on the graph) when there is none."""
+    kept = torch.where(has_positive, per_anchor, torch.zeros_like(per_anchor))
+    return kept.sum() / has_positive.sum().clamp_min(1).to(per_anchor.dtype)
+
+
+def clld_loss(h: Tensor, labels: Tensor, ldm: Tensor) -> Tensor:
+    """CLLD's label-distance contrastive term L_s (METHODS.md "clld-static / clld-adaptive", steps 3-6).
+
+    SimM = (cos + 1) / 2 with the norm product floored at 1e-8 (Eq. 4); t_ij = [i != j][y_i = y_j] (Eq. 6);
+    LDMM = ldm[y][:, y] (Eq. 7); SimLDM = SimM * LDMM (Eq. 8), and only then the diagonal is set to -1e6
+    (Eq. 5); q = row-softmax(SimLDM) (Eq. 12); z = t / rowsum(t) (Eq. 13);
+    L_s = (1/R) sum_i KL(z_i || q_i) with 0 log 0 = 0 (Eq. 11). Rows without a positive contribute 0 but
+    still count in R. `h` is (R, d), both dropout views already stacked (R = 2M); `ldm` is (N, N) and
+    receives a gradient when it requires one. The `cl` ablation is this call with a uniform `ldm`.
+    """
+    _check_rows(h, labels)
+    if ldm.dim() != 2 or ldm.shape[0] != ldm.shape[1]:
+        raise ValueError(f"ldm must be square (N, N), got shape {tuple(ldm.shape)}")
+    h = h.float()
+    ldm = ldm.float().to(h.device)
+    labels = labels.long().to(h.device)
+    rows = h.shape[0]
+
+    norms = torch.linalg.vector_norm(h, dim=1)
+    cos = (h @ h.T) / (norms.unsqueeze(1) * norms.unsqueeze(0)).clamp_min(_NORM_FLOOR)
+    sim = 0.5 * (cos + 1.0)
+    ldmm = ldm[labels][:, labels]
+    positive, eye = _positive_mask(labels)
+    logits = (sim * ldmm).masked_fill(eye, _CLLD_DIAGONAL)  # mask AFTER the product (Eq. 5)
+    log_q = F.log_softmax(logits, dim=1)
+
+    t = positive.float()
+    z = t / t.sum(dim=1, keepdim=True).clamp_min(1.0)
+    log_z = torch.log(torch.where(positive, z, torch.ones_like(z)))  # 0 where z = 0, never -inf
+    terms = torch.where(positive, z * (log_z - log_q), torch.zeros_like(log_q))
+    return terms.sum() / rows
+
+
+def supcon_loss(h: Tensor, labels: Tensor, tau: float = 0.3) -> Tensor:
+    """Supervised contrastive loss SCL of Gunel et al. / Khosla et al. (METHODS.md "supcon").
+
+    With h L2-normalised and s = h h^T / tau: SCL_i = -(1/|P(i)|) sum_{p in P(i)} (s_ip - logsumexp_{k != i}
+    s_ik), P(i) = the other rows carrying y_i. Returns the mean of SCL_i over anchors with |P(i)| > 0
+    (anchors without a positive are left out, not counted as 0), or 0 when no anchor has a positive.
+    """
+    _check_rows(h, labels)
+    h = F.normalize(h.float(), dim=1)
+    labels = labels.long().to(h.device)
+    s = (h @ h.T) / tau
+    positive, eye = _positive_mask(labels)
+    log_denominator = torch.logsumexp(s.masked_fill(eye, _MASKED), dim=1, keepdim=True)
+    log_p = s - log_denominator
+    count = positive.sum(dim=1)
+    mean_log_p = torch.where(positive, log_p, torch.zeros_like(log_p)).sum(dim=1) / count.clamp_min(1)
+    return _mean_over_anchors(-mean_log_p, count > 0)
+
+
+def lcl_loss(h: Tensor, labels: Tensor, weights: Tensor, tau: float = 0.3) -> Tensor:
+    """Label-aware contrastive loss of Suresh & Ong (METHODS.md "lcl").
+
+    With h L2-normalised, s = h h^T / tau and W_ik = weights[i, y_k] (weights: (R, N), the weighting
+    network's softmax, not detached):
+    L_i = -(1/|P(i)|) sum_{p in P(i)} w_i[y_i] (s_ip - log sum_{k != i} W_ik exp(s_ik)),
+    the positive's weight outside the log (the authors' README correction of the paper's Eq. 3).
+    Mean over anchors with a positive; 0 when none has one. Gradient reaches `h` and `weights`.
+    """
+    _check_rows(h, labels)
+    if weights.dim() != 2 or weights.shape[0] != h.shape[0]:
+        raise ValueError(f"weights must be ({h.shape[0]}, N), got shape {tuple(weights.shape)}")
+    h = F.normalize(h.float(), dim=1)
+    weights = weights.float().to(h.device)
+    labels = labels.long().to(h.device)
+    s = (h @ h.T) / tau
+    positive, eye = _positive_mask(labels)
+
+    w_ik = weights[:, labels]  # (R, R): W_ik = weights[i, labels[k]], one gather
+    log_w = torch.log(w_ik.clamp_min(torch.finfo(torch.float32).tiny))
+    log_denominator = torch.logsumexp((s + log_w).masked_fill(eye, _MASKED), dim=1)
+    w_own = weights.gather(1, labels.unsqueeze(1)).squeeze(1)  # w_i[y_i]
+
+    count = positive.sum(dim=1)
+    mean_s_pos = torch.where(positive, s, torch.zeros_like(s)).sum(dim=1) / count.clamp_min(1)
+    per_anchor = -w_own * (mean_s_pos - log_denominator)
+    return _mean_over_anchors(per_anchor, count > 0)
+
+
+def cline_contrastive_loss(h_ori: Tensor, h_syn: Tensor, h_ant: Tensor) -> Tensor:
+    """CLINE's sentence-level contrastive loss L_cts (METHODS.md "cline", Eq. 5-6).
+
+    mean_i -log(f(ori, syn) / (f(ori, syn) + f(ori, ant))) with f(a, b) = exp(a . b) on the raw, unnormalised
+    vectors; computed as softplus(ori . ant - ori . syn), which never overflows.
+    """
+    h_ori, h_syn, h_ant = h_ori.float(), h_syn.float(), h_ant.float()
+    if not (h_ori.shape == h_syn.shape == h_ant.shape) or h_ori.dim() != 2:
+        raise ValueError("h_ori, h_syn and h_ant must share one (B, d) shape")
+    positive = (h_ori * h_syn).sum(dim=1)
+    negative = (h_ori * h_ant).sum(dim=1)
+    return F.softplus(negative - positive).mean()
+
+
+def cline_bce_loss(h_ori: Tensor, h_x: Tensor, target: Tensor | float) -> Tensor:
+    """CLINE's released-code sentence loss (METHODS.md "cline", option `sentence_loss: bce`).
+
+    BCE(sigmoid(mean over features of h_ori * h_x), target), target 1 for a synonym view and 0 for an antonym
+    view (a (B,) tensor or a scalar broadcast over the batch); computed with logits for stability.
+    """
+    h_ori, h_x = h_ori.float(), h_x.float()
+    if h_ori.shape != h_x.shape or h_ori.dim() != 2:
+        raise ValueError("h_ori and h_x must share one (B, d) shape")
+    logits = (h_ori * h_x).mean(dim=1)
+    target = torch.as_tensor(target, dtype=torch.float32, device=logits.device).expand_as(logits)
+    return F.binary_cross_entropy_with_logits(logits, target)
+
+
+def replaced_token_loss(token_logits: Tensor, replaced: Tensor, mask: Tensor) -> Tensor:
+    """CLINE's replaced-token detection loss L_rtd (METHODS.md "cline", Eq. 2-4).
+
+    Binary cross-entropy with logits of token_logits (B, T) against replaced (B, T) in {0, 1}, averaged over
+    the positions where mask (B, T) is 1 (padding and special tokens excluded); 0 for an empty mask.
+    """
+    if not (token_logits.shape == replaced.shape == mask.shape):
+        raise ValueError("token_logits, replaced and mask must share one (B, T) shape")
+    logits = token_logits.float()
+    per_token = F.binary_cross_entropy_with_logits(logits, replaced.float(), reduction="none")
+    keep = mask.to(device=logits.device) > 0
+    kept = torch.where(keep, per_token, torch.zeros_like(per_token))
+    return kept.sum() / keep.sum().clamp_min(1).to(kept.dtype)
+
+
+def alignment_loss(p: Tensor, z: Tensor) -> Tensor:
+    """DCL / BYOL alignment term (METHODS.md "dcl"): mean_i (2 - 2 cos(p_i, z_i)) with z detached.
+
+    `p` is the online predictor's output, `z` the target projection (stop-gradient). One direction only:
+    the caller adds the symmetric term with the views swapped.
+    """
+    if p.shape != z.shape or p.dim() != 2:
+        raise ValueError("p and z must share one (B, d) shape")
+    p = F.normalize(p.float(), dim=1)
+    z = F.normalize(z.detach().float(), dim=1)
+    return (2.0 - 2.0 * (p * z).sum(dim=1)).mean()
+
+
+class PowerNorm(nn.Module):
+    """Power normalisation of Shen et al. 2020, simplified as in METHODS.md "dcl", for (B, F) inputs.
+
+    No centring: x_hat = x / sqrt(psi2 + eps) per feature, then gamma * x_hat + beta. In training the batch
+    quadratic mean psi2_b = mean_batch(x^2) updates running_psi2 <- alpha running_psi2 + (1 - alpha) psi2_b
+    (detached) at every forward; the first `warmup_steps` training forwards divide by psi2_b (gradient flows
+    through it), later ones by running_psi2 as it stood before this step's update (Shen et al.'s reference
+    ordering); eval always uses running_psi2 and updates nothing. Plain autograd replaces the paper's
+    approximate backward. Computed in float32; the output has the input's dtype.
+    """
+
+    def __init__(self, num_features: int, alpha: float = 0.9, warmup_steps: int = 1000, eps: float = 1e-5):
+        super().__init__()
+        self.num_features = num_features
+        self.alpha = alpha
+        self.warmup_steps = warmup_steps
+        self.eps = eps
+        self.weight = nn.Parameter(torch.ones(num_features))
+        self.bias = nn.Parameter(torch.zeros(num_features))
+        self.register_buffer("running_psi2", torch.ones(num_features))
+        self.register_buffer("steps", torch.zeros((), dtype=torch.long))
+
+    def forward(self, x: Tensor) -> Tensor:
+        if x.dim() != 2 or x.shape[1] != self.num_features:
+            raise ValueError(f"PowerNorm expects (B, {self.num_features}), got shape {tuple(x.shape)}")
+        dtype = x.dtype
+        x32 = x.float()
+        running = self.running_psi2.float()
+        if self.training:
+            psi2 = x32.pow(2).mean(dim=0)
+            use_batch = self.steps < self.warmup_steps  # tensor compare: no host sync on an accelerator
+            scale = torch.where(use_batch, psi2, running.clone())
+            with torch.no_grad():
+                self.running_psi2.copy_(self.alpha * running + (1.0 - self.alpha) * psi2.detach())
+                self.steps.add_(1)
+        else:
+            scale = running
+        x_hat = x32 / torch.sqrt(scale + self.eps)
+        out = self.weight.float() * x_hat + self.bias.float()
+        return out.to(dtype)
+
+    def extra_repr(self) -> str:
+        return f"{self.num_features}, alpha={self.alpha}, warmup_steps={self.warmup_steps}, eps={self.eps}"
+
+
+@torch.no_grad()
+def ema_update(target: nn.Module, online: nn.Module, momentum: float) -> None:
+    """DCL's momentum (EMA) target update (METHODS.md "dcl"), in place and without autograd.
+
+    Every parameter xi <- m xi + (1 - m) theta; every buffer (running statistics, step counters) is copied
+    from the online network. The two modules must have the same structure (checked by name and shape).
+    """
+    target_params = dict(target.named_parameters())
+    online_params = dict(online.named_parameters())
+    target_buffers = dict(target.named_buffers())
+    online_buffers = dict(online.named_buffers())
+    if target_params.keys() != online_params.keys() or target_buffers.keys() != online_buffers.keys():
+        raise ValueError("ema_update: target and online modules differ in structure")
+    for name, xi in target_params.items():
+        theta = online_params[name]
+        if xi.shape != theta.shape:
+            raise ValueError(f"ema_update: parameter {name} has shape {tuple(xi.shape)} vs {tuple(theta.shape)}")
+        xi.mul_(momentum).add_(theta.detach().to(xi.dtype), alpha=1.0 - momentum)
+    for name, buffer in target_buffers.items():
+        buffer.copy_(online_buffers[name])
