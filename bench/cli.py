@@ -69,12 +69,16 @@ def build_parser() -> argparse.ArgumentParser:
     run = sub.add_parser("run", parents=[common], help="train and evaluate shards (no arguments: offline demo)",
                          description="Run every method x dataset x encoder x seed shard; finished shards are "
                                      "skipped. With no arguments: ce on the demo set with MiniLM.")
-    run.add_argument("--methods", type=comma_list, default=["ce"], help="comma-separated (default: ce)")
-    run.add_argument("--datasets", type=comma_list, default=["demo"],
+    run.add_argument("--methods", type=comma_list, default=None, help="comma-separated (default: ce)")
+    run.add_argument("--datasets", type=comma_list, default=None,
                      help="card names or folders with train/test files (default: demo)")
-    run.add_argument("--encoder", "--encoders", dest="encoders", type=comma_list, default=["minilm"],
+    run.add_argument("--encoder", "--encoders", dest="encoders", type=comma_list, default=None,
                      help="short names, Hugging Face ids or local model folders (default: minilm)")
-    run.add_argument("--seeds", type=seed_list, default=[1], help="e.g. 1,2,3 or 1-3 (default: 1)")
+    run.add_argument("--seeds", type=seed_list, default=None, help="e.g. 1,2,3 or 1-3 (default: 1)")
+    run.add_argument("--config", default=None, help="YAML file with run options, settings and method knobs "
+                                                    "(command-line flags win)")
+    run.add_argument("--set", dest="assignments", action="append", default=[], metavar="KEY=VALUE",
+                     help="a training setting (lr=1e-4) or method knob (clld.tau=5); repeatable")
     defaults = TrainConfig()
     for name in TrainConfig.field_names():
         default = getattr(defaults, name)
@@ -85,7 +89,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--results-dir", default=None,
                      help=f"where runs are stored (default: $BENCH_RESULTS_DIR or ./{DEFAULT_RESULTS})")
     run.add_argument("--overwrite", action="store_true", help="recompute finished shards")
-    run.add_argument("--jobs", type=int, default=1, help="worker processes (one GPU each when several)")
+    run.add_argument("--jobs", type=int, default=None, help="worker processes, one GPU each when several (default: 1)")
     run.add_argument("--device", default="auto", help="auto | cpu | cuda | cuda:N")
     run.add_argument("--no-progress", action="store_true", help="hide progress bars")
 
@@ -130,16 +134,46 @@ def first_line(doc: str | None) -> str:
     return (doc or "").strip().splitlines()[0] if doc else ""
 
 
+def run_options(args: argparse.Namespace) -> dict[str, Any]:
+    """What `bench run` should do: built-in defaults < config file < command-line flags < --set."""
+    from bench.settings import as_list, load_config_file, parse_assignment, split_settings
+
+    file_run, settings = load_config_file(args.config) if args.config else ({}, {})
+    settings.update({n: getattr(args, n) for n in TrainConfig.field_names() if getattr(args, n) is not None})
+    settings.update(dict(parse_assignment(a) for a in args.assignments))
+    overrides, knobs = split_settings(settings)
+    try:
+        seeds = args.seeds or seed_list(",".join(str(s) for s in as_list(file_run.get("seeds", 1))))
+    except argparse.ArgumentTypeError as exc:
+        raise BenchError(f"config file {args.config}: {exc}") from exc
+    jobs = args.jobs if args.jobs is not None else int(file_run.get("jobs", 1))
+    if jobs < 1:
+        raise BenchError("--jobs must be >= 1")
+    return {
+        "methods": args.methods or as_list(file_run.get("methods", "ce")),
+        "datasets": args.datasets or as_list(file_run.get("datasets", "demo")),
+        "encoders": args.encoders or as_list(file_run.get("encoders", "minilm")),
+        "seeds": seeds,
+        "overrides": overrides,
+        "knobs": knobs,
+        "data_dir": args.data_dir or file_run.get("data_dir"),
+        "results_dir": Path(args.results_dir or file_run.get("results_dir") or os.environ.get("BENCH_RESULTS_DIR")
+                            or DEFAULT_RESULTS),
+        "jobs": jobs,
+        "device": args.device if args.device != "auto" else file_run.get("device", "auto"),
+        "overwrite": args.overwrite or bool(file_run.get("overwrite", False)),
+    }
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     """Plan and run shards, then print a summary table of this invocation's results."""
     from bench.runner import execute, plan
     from bench.summary import summary_table
 
-    overrides = {n: getattr(args, n) for n in TrainConfig.field_names() if getattr(args, n) is not None}
-    if args.jobs < 1:
-        raise BenchError("--jobs must be >= 1")
-    results_dir = Path(args.results_dir or os.environ.get("BENCH_RESULTS_DIR") or DEFAULT_RESULTS)
-    shards = plan(args.methods, args.datasets, args.encoders, args.seeds, overrides, args.data_dir)
+    opts = run_options(args)
+    results_dir = opts["results_dir"]
+    shards = plan(opts["methods"], opts["datasets"], opts["encoders"], opts["seeds"], opts["overrides"],
+                  opts["data_dir"], opts["knobs"])
     print(f"bench: {len(shards)} shard(s) -> {results_dir}", file=sys.stderr)
 
     def report(i: int, n: int, outcome: Any) -> None:
@@ -149,7 +183,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         print(f"[{i}/{n}] {outcome.status:7s} {outcome.key}  {detail}"
               + (f"  ({outcome.seconds:.0f}s)" if outcome.status == "done" else ""), file=sys.stderr)
 
-    outcomes = execute(shards, results_dir, args.jobs, args.device, args.overwrite, not args.no_progress, report)
+    outcomes = execute(shards, results_dir, opts["jobs"], opts["device"], opts["overwrite"], not args.no_progress,
+                       report)
     rows = [row for o in outcomes for row in o.rows]
     if rows:
         print(summary_table(rows).to_string(index=False))

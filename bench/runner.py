@@ -17,6 +17,7 @@ from bench.data import TextData, load_dataset
 from bench.encoders import canonical_encoder, check_encoder
 from bench.errors import BenchError
 from bench.registry import DATASETS, METHODS
+from bench.settings import method_config
 from bench.shard import ShardOutcome, run_shard
 from bench.spec import RunSpec, TrainConfig
 
@@ -41,11 +42,17 @@ def train_config(dataset: str, overrides: dict[str, Any]) -> TrainConfig:
 
 
 def plan(method_names: list[str], dataset_names: list[str], encoder_names: list[str], seeds: list[int],
-         overrides: dict[str, Any], data_dir: str | None) -> list[Shard]:
-    """Check every name, load every dataset once, and list the shards in a stable order."""
+         overrides: dict[str, Any], data_dir: str | None,
+         method_knobs: dict[str, dict[str, Any]] | None = None) -> list[Shard]:
+    """Check every name, load every dataset once, and list the shards in a stable order.
+
+    `overrides` are training settings; `method_knobs` maps a method to its changed knobs.
+    """
     if not (method_names and dataset_names and encoder_names and seeds):
         raise BenchError("nothing to run: give at least one method, dataset, encoder and seed")
     method_names = [METHODS.canonical(m) for m in method_names]
+    method_knobs = method_knobs or {}
+    configs = {m: method_config(m, method_knobs.get(m, {})) for m in method_names}
     encoder_names = [canonical_encoder(e) for e in encoder_names]
     for encoder in encoder_names:
         check_encoder(encoder)
@@ -54,10 +61,9 @@ def plan(method_names: list[str], dataset_names: list[str], encoder_names: list[
         cfg = train_config(dataset, overrides)
         data = load_dataset(dataset, data_dir, cfg.data_seed, cfg.val_fraction)
         for method in method_names:
-            method_config = tuple(sorted(METHODS.get(method).config_fields().items()))
             for encoder in encoder_names:
                 for seed in seeds:
-                    spec = RunSpec(method, data.name, encoder, seed, data.fingerprint, cfg, method_config)
+                    spec = RunSpec(method, data.name, encoder, seed, data.fingerprint, cfg, configs[method])
                     shards.append(Shard(spec, data))
     keys = [s.spec.key for s in shards]
     if len(set(keys)) != len(keys):

@@ -151,10 +151,11 @@ def test_parallel_jobs(cli, tiny, results):
 
 
 def test_no_arguments_means_the_demo():
-    from bench.cli import build_parser
+    from bench.cli import build_parser, run_options
 
-    args = build_parser().parse_args(["run"])
-    assert (args.methods, args.datasets, args.encoders, args.seeds) == (["ce"], ["demo"], ["minilm"], [1])
+    opts = run_options(build_parser().parse_args(["run"]))
+    assert (opts["methods"], opts["datasets"], opts["encoders"], opts["seeds"]) == (["ce"], ["demo"], ["minilm"], [1])
+    assert opts["jobs"] == 1 and not opts["overwrite"] and opts["overrides"] == {} and opts["knobs"] == {}
     from bench.runner import train_config
 
     assert train_config("demo", {}).epochs == 4  # the demo card's own default

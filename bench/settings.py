@@ -1,0 +1,129 @@
+"""Settings from the command line (`--set key=value`) and YAML config files (`--config sweep.yaml`):
+training settings by name, method knobs as `method.knob`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from bench.errors import BenchError
+from bench.registry import METHODS
+from bench.spec import TrainConfig
+
+RUN_KEYS = ("methods", "datasets", "encoders", "seeds", "data_dir", "results_dir", "jobs", "device", "overwrite")
+
+
+def parse_assignment(text: str) -> tuple[str, Any]:
+    """`clld.tau=5` -> ('clld.tau', 5); values are read as YAML scalars/lists."""
+    if "=" not in text:
+        raise BenchError(f"--set {text!r}: expected KEY=VALUE, e.g. --set clld.tau=5 or --set lr=1e-4")
+    key, raw = text.split("=", 1)
+    try:
+        value = yaml.safe_load(raw) if raw.strip() else ""
+    except yaml.YAMLError:
+        value = raw
+    return key.strip(), number_or_text(value)
+
+
+def number_or_text(value: Any) -> Any:
+    """Strings that are numbers in plain notation (YAML 1.1 reads `1e-4` as text) become floats."""
+    if isinstance(value, str):
+        try:
+            return float(value)
+        except ValueError:
+            return value
+    return value
+
+
+def coerce(name: str, value: Any, default: Any) -> Any:
+    """`value` converted to the type of `default` (ints accepted for floats; lists become tuples)."""
+    if default is None:
+        return freeze(value)
+    if isinstance(default, bool):
+        if isinstance(value, bool):
+            return value
+    elif isinstance(default, float):
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return float(value)
+    elif isinstance(default, int):
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+    elif isinstance(default, (tuple, list)):
+        if isinstance(value, (list, tuple)):
+            return freeze(value)
+    elif isinstance(value, type(default)):
+        return value
+    raise BenchError(f"{name} must be a {type(default).__name__} (default {default!r}), got {value!r}")
+
+
+def freeze(value: Any) -> Any:
+    """Lists (nested) as tuples and dicts as sorted item tuples, so specs stay hashable."""
+    if isinstance(value, (list, tuple)):
+        return tuple(freeze(v) for v in value)
+    if isinstance(value, dict):
+        return tuple(sorted((k, freeze(v)) for k, v in value.items()))
+    return value
+
+
+def split_settings(assignments: dict[str, Any]) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
+    """Separate training settings from method knobs (`method.knob`), checking every name and type."""
+    defaults = TrainConfig()
+    train: dict[str, Any] = {}
+    knobs: dict[str, dict[str, Any]] = {}
+    for key, value in assignments.items():
+        if "." in key:
+            method_name, knob = key.split(".", 1)
+            method = METHODS.canonical(method_name)
+            fields = METHODS.get(method).config_fields()
+            if knob not in fields:
+                raise BenchError(f"method {method!r} has no setting {knob!r}; its settings: "
+                                 f"{', '.join(fields) or '(none)'}")
+            knobs.setdefault(method, {})[knob] = coerce(key, value, fields[knob])
+        elif key in TrainConfig.field_names():
+            train[key] = coerce(key, value, getattr(defaults, key))
+        else:
+            raise BenchError(f"unknown setting {key!r}: use a training setting "
+                             f"({', '.join(TrainConfig.field_names())}) or METHOD.KNOB")
+    return train, knobs
+
+
+def method_config(method: str, knobs: dict[str, Any]) -> tuple[tuple[str, Any], ...]:
+    """A method's full knob set (defaults overridden by `knobs`), ready for a RunSpec."""
+    config_class = METHODS.get(method).Config
+    fields = {**METHODS.get(method).config_fields(), **knobs}
+    config_class(**fields)  # let the method's own checks run now, before any shard starts
+    return tuple(sorted((k, freeze(v)) for k, v in fields.items()))
+
+
+def load_config_file(path: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Read a YAML run config: (run options such as methods/datasets/seeds, settings for `split_settings`).
+
+    Settings are training-setting names at the top level, and method knobs either as `method.knob: value`
+    or nested under the method's name (`clld: {tau: 5}`).
+    """
+    try:
+        raw = yaml.safe_load(Path(path).read_text(encoding="utf-8")) or {}
+    except (OSError, yaml.YAMLError) as exc:
+        raise BenchError(f"cannot read config file {path}: {exc}".splitlines()[0]) from exc
+    if not isinstance(raw, dict):
+        raise BenchError(f"config file {path} must be a YAML mapping of settings")
+    run: dict[str, Any] = {}
+    settings: dict[str, Any] = {}
+    for key, value in raw.items():
+        key = str(key).replace("-", "_") if str(key).replace("-", "_") in RUN_KEYS + ("encoder",) else str(key)
+        if key in RUN_KEYS or key == "encoder":
+            run["encoders" if key == "encoder" else key] = value
+        elif isinstance(value, dict) and key in METHODS:
+            settings.update({f"{key}.{knob}": number_or_text(v) for knob, v in value.items()})
+        else:
+            settings[key] = number_or_text(value)
+    return run, settings
+
+
+def as_list(value: Any) -> list:
+    """A config value that may be a comma string or a list, as a list."""
+    if isinstance(value, str):
+        return [part.strip() for part in value.split(",") if part.strip()]
+    return list(value) if isinstance(value, (list, tuple)) else [value]
