@@ -205,7 +205,6 @@ def test_clld_matches_brute_force(seed, case):
 @pytest.mark.parametrize("seed", SEEDS[:3])
 def test_clld_gradients_match_brute_force_for_h_and_ldm(seed):
     h, labels, ldm, _ = batch(seed, LABEL_CASES["singleton"])
-    _, (gh, gl) = grads_of(clld_loss, h, labels.float(), ldm) if False else (None, None)
     hv, lv = h.clone().requires_grad_(True), ldm.clone().requires_grad_(True)
     clld_loss(hv, labels, lv).backward()
     hr, lr = h.to(D64).requires_grad_(True), ldm.to(D64).requires_grad_(True)
@@ -218,12 +217,9 @@ def test_clld_singleton_row_contributes_zero_but_counts_in_the_mean():
     h, _, ldm, _ = batch(7)
     labels = torch.tensor(LABEL_CASES["singleton"])
     full = clld_loss(h, labels, ldm)
-    assert close(full, clld_ref(h, labels, ldm))
-    # Dropping the singleton row (index 6) changes only the normaliser R and the other rows' softmax; the
-    # brute force keeps it out of the numerator: check the singleton's own KL term is really absent.
-    rows = [i for i in range(R) if i != 6]
-    others = clld_ref(h[rows], labels[rows], ldm)  # different softmax, so only a sanity bound
-    assert torch.isfinite(full) and torch.isfinite(others)
+    reference = clld_ref(h, labels, ldm)  # row 6 adds no term but the sum is still divided by R = 8
+    assert torch.isfinite(full) and close(full, reference)
+    assert not close(full * R / (R - 1), reference)  # dividing by the 7 rows with a positive is wrong
 
 
 def test_clld_duplicate_rows():
@@ -412,7 +408,8 @@ def test_lcl_weight_underflow_is_finite():
 
 def _batch_losses():
     h, labels, ldm, logits = batch(21, LABEL_CASES["singleton"])
-    weights = torch.softmax(logits, dim=1)
+    # Weights rounded to bf16 values, which fp16 also holds exactly: casting them to x's dtype loses nothing.
+    weights = torch.softmax(logits, dim=1).bfloat16().float()
     return h, {
         "clld": lambda x: clld_loss(x, labels, ldm),
         "supcon": lambda x: supcon_loss(x, labels),
@@ -429,13 +426,13 @@ def test_reduced_precision_inputs(name, dtype):
     low = h.to(dtype).requires_grad_(True)
     loss = fn(low)
     assert loss.dtype == torch.float32 and torch.isfinite(loss)
-    assert close(loss, reference, rtol=2e-2, atol=2e-2)
+    assert close(loss, reference, rtol=1e-2, atol=1e-2)
     loss.backward()
     assert torch.isfinite(low.grad).all()
     # Large activations: h h^T in fp16 would overflow (300^2 * 5 > 65504); computed in float32 it does not,
     # and all three losses only see directions, so the value matches the unscaled fp32 one.
     big = (300.0 * h).to(dtype)
-    assert close(fn(big), reference, rtol=2e-2, atol=2e-2)
+    assert close(fn(big), reference, rtol=1e-2, atol=1e-2)
 
 
 def test_half_inputs_are_computed_in_float32():
@@ -486,7 +483,7 @@ def test_cline_bce_half_inputs():
     for dtype in (torch.float16, torch.bfloat16):
         loss = cline_bce_loss(h_ori.to(dtype), h_x.to(dtype), target)
         assert loss.dtype == torch.float32 and torch.isfinite(loss)
-        assert close(loss, cline_bce_loss(h_ori, h_x, target), rtol=2e-2, atol=2e-2)
+        assert close(loss, cline_bce_loss(h_ori, h_x, target), rtol=1e-2, atol=1e-2)
 
 
 @pytest.mark.parametrize("seed", SEEDS)
@@ -558,8 +555,7 @@ def test_powernorm_warmup_running_statistic_and_eval():
     eps = 1e-5
     norm = PowerNorm(4, alpha=0.9, warmup_steps=2, eps=eps).train()
     x1, x2, x3, x4 = _x(1), _x(2), _x(3), _x(4)
-    psi1, psi2, psi3 = (x ** 2).mean(0), (x2 ** 2).mean(0), (x3 ** 2).mean(0)
-    psi1 = (x1 ** 2).mean(0)
+    psi1, psi2, psi3 = (x1 ** 2).mean(0), (x2 ** 2).mean(0), (x3 ** 2).mean(0)
 
     # Steps 0 and 1 (< warmup_steps): the batch statistic.
     assert close(norm(x1), x1 / torch.sqrt(psi1 + eps))
@@ -618,8 +614,12 @@ def test_powernorm_gradients_and_half_input():
 
 def _net(seed):
     torch.manual_seed(seed)
-    return nn.Sequential(nn.Linear(4, 8), PowerNorm(8, warmup_steps=1), nn.ReLU(), nn.Linear(8, 3),
-                         nn.BatchNorm1d(3))
+    net = nn.Sequential(nn.Linear(4, 8), PowerNorm(8, warmup_steps=1), nn.ReLU(), nn.Linear(8, 3),
+                        nn.BatchNorm1d(3))
+    with torch.no_grad():  # norm layers start at gamma = 1, beta = 0 in every copy: make them differ
+        for param in net.parameters():
+            param.add_(0.1 * torch.randn_like(param))
+    return net
 
 
 def test_ema_update_exact():
