@@ -1,0 +1,288 @@
+"""WordNet loading and the deterministic synonym / antonym views (bench.wordnet, bench.augment)."""
+
+from __future__ import annotations
+
+import gzip
+import json
+
+import numpy as np
+import pytest
+
+from bench import augment
+from bench.augment import (Augmented, antonym_view, augment_texts, case_style, inflect, pos_tags,
+                           replacement_count, split_token, synonym_candidates, synonym_view, training_vocabulary)
+from bench.errors import BenchError
+from bench.wordnet import lexnames_text, load_wordnet, prepare_copy
+
+TEXTS = [
+    "Good, the movie is GREAT and the actors were running happily .",
+    "idiotic and ugly .",
+    "the movie is amateurish , but it's a minor treat .",
+    "even if the original remains the real masterpiece , the film possesses its own languorous charm .",
+    "a funny , touching and smart comedy about friendship and loss .",
+    "the plot is thin , the dialogue clumsy and the music loud .",
+    "not a bad way to spend an afternoon , if you like slow stories .",
+    "the director never loses sight of the characters or their heavy decisions .",
+    "it's a beautiful , sad and strange film about a small town .",
+    "(Terrible) acting, WEAK script -- and yet the ending works !",
+]
+
+
+@pytest.fixture(scope="module")
+def wn(tmp_path_factory):
+    """The WordNet reader, prepared under a temporary cache; the tests that need it are skipped without it."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("BENCH_CACHE_DIR", str(tmp_path_factory.mktemp("cache")))
+        try:
+            return load_wordnet()
+        except BenchError as exc:
+            pytest.skip(f"WordNet is not installed here ({exc})")
+
+
+@pytest.fixture(autouse=True)
+def wordnet_tagger(monkeypatch):
+    """The WordNet part-of-speech fallback, even where a spaCy model is installed."""
+    monkeypatch.setattr(augment, "_spacy_model", lambda: None)
+
+
+def wordnet_pos(tag: str) -> str:
+    return augment.WORDNET_POS[tag]
+
+
+def rng(seed: int = 0) -> np.random.Generator:
+    return np.random.default_rng(seed)
+
+
+def changed(original: str, view: Augmented) -> list[int]:
+    """Indices of the tokens that differ from the original text's."""
+    return [i for i, (a, b) in enumerate(zip(original.split(), view.tokens)) if a != b]
+
+
+# ---------------------------------------------------------------- WordNet loading (no WordNet needed)
+
+def test_lexnames_table_is_the_wordnet_30_one():
+    lines = lexnames_text().splitlines()
+    assert len(lines) == 45
+    assert lines[0] == "00\tadj.all\t3"
+    rows = {name: (number, category) for number, name, category in (line.split("\t") for line in lines)}
+    assert rows["noun.Tops"] == ("03", "1")
+    assert rows["verb.weather"] == ("43", "2")
+    assert rows["adj.ppl"] == ("44", "3")
+    assert rows["adv.all"] == ("02", "4")
+    assert [line.split("\t")[0] for line in lines] == [f"{i:02d}" for i in range(45)]
+
+
+def test_prepare_copy_makes_real_files_and_lexnames(tmp_path):
+    source, target = tmp_path / "dict", tmp_path / "root" / "corpora" / "wordnet"
+    source.mkdir()
+    (source / "index.noun").write_text("idx")
+    (source / "subfolder").mkdir()
+    prepare_copy(source, target)
+    prepare_copy(source, target)  # a second call finds everything in place
+    assert (target / "index.noun").read_text() == "idx"
+    assert not (target / "index.noun").is_symlink()
+    assert (target / "lexnames").read_text() == lexnames_text()
+    assert sorted(p.name for p in target.iterdir()) == ["index.noun", "lexnames"]
+
+
+def test_missing_wordnet_says_how_to_install(monkeypatch, tmp_path):
+    import nltk
+
+    def no_data(resource, *args, **kwargs):
+        raise LookupError(resource)
+
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    monkeypatch.setenv("BENCH_WORDNET_DIR", str(empty))
+    monkeypatch.setenv("BENCH_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setattr(nltk.data, "find", no_data)
+    # The undecorated function: the cached reader other tests use stays in place.
+    with pytest.raises(BenchError, match="apt-get install wordnet-base wordnet-sense-index") as info:
+        load_wordnet.__wrapped__()
+    assert "\n" not in str(info.value)
+    assert "nltk.downloader wordnet" in str(info.value)
+
+
+# ---------------------------------------------------------------- tokens (no WordNet needed)
+
+def test_split_token_and_case_style():
+    assert split_token("(Good),") == ("(", "Good", "),")
+    assert split_token("--") == ("--", "", "")
+    assert split_token("it's") == ("", "it's", "")
+    assert [case_style(w) for w in ("good", "Good", "GOOD", "G")] == ["lower", "title", "upper", "title"]
+
+
+def test_regular_inflection_spelling():
+    pairs = [("film", "s", "films"), ("box", "s", "boxes"), ("city", "s", "cities"), ("day", "s", "days"),
+             ("run", "ing", "running"), ("make", "ing", "making"), ("die", "ing", "dying"),
+             ("visit", "ing", "visiting"), ("stop", "ed", "stopped"), ("copy", "ed", "copied"),
+             ("move", "ed", "moved"), ("play", "ed", "played"), ("go", "", "go")]
+    assert [inflect(base, suffix) for base, suffix, _ in pairs] == [form for _, _, form in pairs]
+
+
+def test_replacement_count_rounds_half_up_and_keeps_one():
+    assert replacement_count(0.4, 10) == 4
+    assert replacement_count(0.5, 5) == 3
+    assert replacement_count(0.2, 7) == 1
+    assert replacement_count(0.01, 7) == 1
+    assert replacement_count(0.0, 7) == 0
+    assert replacement_count(1.0, 7) == 7
+    assert replacement_count(0.4, 0) == 0
+
+
+def test_training_vocabulary_is_sorted_content_words():
+    assert training_vocabulary(["The Movie, not bad!", "a movie 42 it's"]) == ["bad", "movie"]
+
+
+# ---------------------------------------------------------------- part of speech
+
+def test_pos_tags_wordnet_fallback(wn):
+    tokens = "Good, the movie is not running happily .".split()
+    assert pos_tags(tokens) == ["ADJ", "OTHER", "NOUN", "OTHER", "OTHER", "VERB", "ADV", "OTHER"]
+    assert pos_tags(["xqzzy", "42", "", "never"]) == ["OTHER"] * 4
+
+
+# ---------------------------------------------------------------- views
+
+@pytest.mark.parametrize("kind", ["syn", "ant"])
+def test_views_are_deterministic_per_seed(wn, kind):
+    first = augment_texts(TEXTS, kind, 0.4, seed=3)
+    assert augment_texts(TEXTS, kind, 0.4, seed=3) == first
+    assert augment_texts(TEXTS, kind, 0.4, seed=4) != first
+    assert all(isinstance(view, Augmented) for view in first)
+
+
+def test_views_do_not_depend_on_the_rest_of_the_batch(wn):
+    assert augment_texts(TEXTS[:4], "syn", 0.4, seed=1) == augment_texts(TEXTS, "syn", 0.4, seed=1)[:4]
+
+
+@pytest.mark.parametrize("kind", ["syn", "ant"])
+def test_only_content_words_change(wn, kind):
+    for seed in range(3):
+        for text, view in zip(TEXTS, augment_texts(TEXTS, kind, 0.5, seed)):
+            tokens = text.split()
+            assert len(view.tokens) == len(tokens) == len(view.replaced)
+            assert view.text == " ".join(view.tokens)
+            assert [i for i, flag in enumerate(view.replaced) if flag] == changed(text, view)
+            tags = pos_tags(tokens)
+            for i in changed(text, view):
+                core = split_token(tokens[i])[1]
+                assert tags[i] != "OTHER" and core.lower() not in augment.STOP_WORDS and core.isalpha()
+
+
+def test_synonyms_are_wordnet_synonyms_or_hypernyms(wn):
+    checked = 0
+    for seed in range(3):
+        for text in TEXTS:
+            tokens, view = text.split(), synonym_view(text, 1.0, rng(seed))
+            tags = pos_tags(tokens)
+            for i in changed(text, view):
+                word, new = split_token(tokens[i])[1].lower(), split_token(view.tokens[i])[1].lower()
+                pos = wordnet_pos(tags[i])
+                synsets = wn.synsets(word, pos)
+                related = synsets + [b for s in synsets for b in s.hypernyms() + s.instance_hypernyms()
+                                     + s.similar_tos()]
+                names = {lemma.name().lower() for s in related for lemma in s.lemmas()}
+                suffix = augment.inflection(word, wn.morphy(word, pos), tags[i])
+                assert new in {inflect(name, suffix) for name in names}, (word, new)
+                assert new != word
+                checked += 1
+    assert checked > 30
+
+
+def antonyms_in_wordnet(wn, word: str, tag: str) -> set[str]:
+    """Every antonym name WordNet links to the word's synsets (or their head adjectives)."""
+    synsets = wn.synsets(word, wordnet_pos(tag))
+    heads = [h for s in synsets for h in s.similar_tos()]
+    return {a.name().lower() for s in synsets + heads for lemma in s.lemmas() for a in lemma.antonyms()}
+
+
+def test_antonym_view_uses_wordnet_antonyms_else_vocabulary(wn):
+    text = "Good, GOOD movie and (good) xylophone ."
+    view = antonym_view(text, 1.0, rng(), vocabulary=["zebra", "movie"])
+    tokens = text.split()
+    assert view.replaced == (True, True, True, False, True, True, False)
+    good = antonyms_in_wordnet(wn, "good", "ADJ")
+    assert {"bad", "evil"} & good
+    first, second, third = view.tokens[0], view.tokens[1], view.tokens[4]
+    assert first.endswith(",") and first[:-1] == first[:-1].title() and first[:-1].lower() in good
+    assert second == second.upper() and second.lower() in good
+    assert third.startswith("(") and third.endswith(")") and third[1:-1] in good
+    assert antonyms_in_wordnet(wn, "movie", "NOUN") == set()
+    assert view.tokens[2] == "zebra"  # no antonym: a vocabulary word other than the original
+    assert view.tokens[5] in {"zebra", "movie"}
+    assert tokens[3] == view.tokens[3] and tokens[6] == view.tokens[6]
+
+
+def test_antonym_view_prefers_antonyms_in_a_dataset(wn):
+    texts = ["a good movie", "a bad film", "slowly and quickly"]
+    views = augment_texts(texts, "ant", 1.0, seed=0)
+    assert views[0].tokens[1] in antonyms_in_wordnet(wn, "good", "ADJ")
+    assert views[2].tokens[0] in antonyms_in_wordnet(wn, "slowly", "ADV")
+    assert views[2].tokens[2] in antonyms_in_wordnet(wn, "quickly", "ADV")
+    vocabulary = set(training_vocabulary(texts))
+    for view, text in zip(views, texts):
+        for i in changed(text, view):
+            word = text.split()[i]
+            assert view.tokens[i] in vocabulary | antonyms_in_wordnet(wn, word, pos_tags([word])[0])
+
+
+def test_capitalisation_and_punctuation_are_kept(wn):
+    text = "(Movie), MOVIE movie! Film... 'film'"
+    view = synonym_view(text, 1.0, rng())
+    assert all(view.replaced)
+    for old, new in zip(text.split(), view.tokens):
+        (lead, core, trail), (new_lead, new_core, new_trail) = split_token(old), split_token(new)
+        assert (lead, trail) == (new_lead, new_trail)
+        assert case_style(new_core) == case_style(core) and new_core.lower() != core.lower()
+
+
+def test_rate_is_respected(wn):
+    words = "movie film story actor music charm plot drama director scene".split()
+    assert pos_tags(words) == ["NOUN"] * 10 and all(synonym_candidates(w, "NOUN") for w in words)
+    text = "the " + " and the ".join(words) + " ."
+    for rate, expected in [(0.4, 4), (0.2, 2), (1.0, 10), (0.0, 0), (0.01, 1)]:
+        for seed in range(3):
+            assert sum(synonym_view(text, rate, rng(seed)).replaced) == expected
+            assert sum(antonym_view(text, rate, rng(seed), ["zebra"]).replaced) == expected
+
+
+def test_words_without_candidates_are_skipped(wn):
+    assert pos_tags(["already", "ago", "sometimes"]) == ["ADV"] * 3
+    assert not any(synonym_candidates(w, "ADV") for w in ("already", "ago", "sometimes"))
+    text = "already ago sometimes movie"
+    for seed in range(5):  # 4 content words at 0.25: one replacement, always the only word with synonyms
+        assert synonym_view(text, 0.25, rng(seed)).replaced == (False, False, False, True)
+    assert synonym_view("already ago", 1.0, rng()).replaced == (False, False)
+
+
+def test_cache_round_trip(wn, tmp_path, monkeypatch):
+    first = augment_texts(TEXTS, "syn", 0.4, seed=0, cache_dir=tmp_path)
+    files = list(tmp_path.glob("*.jsonl.gz"))
+    assert len(files) == 1 and not list(tmp_path.glob("*.tmp"))
+    with gzip.open(files[0], "rt", encoding="utf-8") as fh:
+        rows = [json.loads(line) for line in fh]
+    assert len(rows) == len(TEXTS) and rows[0]["tokens"] == list(first[0].tokens)
+
+    def recomputed(*args, **kwargs):
+        raise AssertionError("recomputed instead of read from the cache")
+
+    monkeypatch.setattr(augment, "synonym_view", recomputed)
+    assert augment_texts(TEXTS, "syn", 0.4, seed=0, cache_dir=tmp_path) == first
+    with pytest.raises(AssertionError, match="recomputed"):
+        augment_texts(TEXTS, "syn", 0.4, seed=1, cache_dir=tmp_path)  # another seed: another file
+
+
+def test_corrupt_cache_is_recomputed(wn, tmp_path):
+    first = augment_texts(TEXTS, "ant", 0.2, seed=0, cache_dir=tmp_path)
+    (path,) = tmp_path.glob("*.jsonl.gz")
+    path.write_bytes(b"not gzip")
+    assert augment_texts(TEXTS, "ant", 0.2, seed=0, cache_dir=tmp_path) == first
+    assert len(gzip.open(path, "rt").read().splitlines()) == len(TEXTS)
+
+
+def test_bad_arguments():
+    with pytest.raises(ValueError, match="kind"):
+        augment_texts(["a"], "hyp", 0.4, 0)
+    with pytest.raises(BenchError, match="rate"):
+        augment_texts(["a"], "syn", 1.5, 0)
