@@ -173,7 +173,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     opts = run_options(args)
     results_dir = opts["results_dir"]
     shards = plan(opts["methods"], opts["datasets"], opts["encoders"], opts["seeds"], opts["overrides"],
-                  opts["data_dir"], opts["knobs"])
+                  opts["data_dir"], opts["knobs"], results_dir)
     print(f"bench: {len(shards)} shard(s) -> {results_dir}", file=sys.stderr)
 
     def report(i: int, n: int, outcome: Any) -> None:

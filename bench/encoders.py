@@ -32,9 +32,11 @@ class EncoderOutput:
 
 
 class TextEncoder(nn.Module):
-    """Base class: `forward(input_ids, attention_mask) -> EncoderOutput`; `hidden_size` is d."""
+    """Base class: `forward(input_ids, attention_mask) -> EncoderOutput`; `hidden_size` is d of the pooled
+    vector, `token_size` that of the token states."""
 
     hidden_size: int
+    token_size: int
 
 
 @dataclass
@@ -47,6 +49,7 @@ class EncoderBundle:
     pad_id: int
     min_length: int = 1
     info: dict[str, Any] = field(default_factory=dict)
+    tokenize_words: Callable[[list[list[str]]], tuple[list[list[int]], list[list[int]]]] | None = None
 
 
 def pool(hidden: torch.Tensor, mask: torch.Tensor, pooler_output: torch.Tensor | None, how: str) -> torch.Tensor:
@@ -69,6 +72,7 @@ class HFEncoder(TextEncoder):
         self.model = model
         self.pooling = pooling
         self.hidden_size = model.config.hidden_size
+        self.token_size = self.hidden_size
 
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> EncoderOutput:
         out = self.model(input_ids=input_ids, attention_mask=attention_mask)
@@ -88,6 +92,7 @@ class TextCNN(TextEncoder):
         self.convs = nn.ModuleList(nn.Conv1d(embed_dim, maps, k) for k in kernels)
         self.dropout = nn.Dropout(dropout)
         self.hidden_size = maps * len(kernels)
+        self.token_size = embed_dim
 
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> EncoderOutput:
         embedded = self.embedding(input_ids)
@@ -135,6 +140,24 @@ def check_encoder(name: str) -> None:
         raise BenchError(f"cannot load encoder {name!r}: {str(exc).splitlines()[0][:200]}") from exc
 
 
+def hf_tokenize_words(tokenizer: Any, max_length: int
+                      ) -> Callable[[list[list[str]]], tuple[list[list[int]], list[list[int]]]]:
+    """A function tokenising pre-split words (joined by spaces) that also returns, per token, the index of
+    the word it came from (-1 for special tokens)."""
+
+    def tokenize(words: list[list[str]]) -> tuple[list[list[int]], list[list[int]]]:
+        texts = [" ".join(w) for w in words]
+        encoded = tokenizer(texts, truncation=True, max_length=max_length, return_offsets_mapping=True)
+        word_ids = []
+        for text_words, offsets in zip(words, encoded["offset_mapping"]):
+            starts = np.cumsum([0] + [len(w) + 1 for w in text_words[:-1]])
+            word_ids.append([-1 if end <= start else int(np.searchsorted(starts, start, side="right") - 1)
+                             for start, end in offsets])
+        return encoded["input_ids"], word_ids
+
+    return tokenize
+
+
 def load_pretrained(name_or_path: str, cfg: TrainConfig, label: str) -> EncoderBundle:
     """Tokenizer and AutoModel from a Hub id or a local folder."""
     from transformers import AutoModel, AutoTokenizer
@@ -150,7 +173,8 @@ def load_pretrained(name_or_path: str, cfg: TrainConfig, label: str) -> EncoderB
         raise BenchError(f"cannot load encoder {name_or_path!r}: {reason}") from exc
     encoder = HFEncoder(model, cfg.pooling)
     return EncoderBundle(label, encoder, hf_tokenize(tokenizer, cfg.max_length), tokenizer.pad_token_id or 0,
-                         info={"source": source, "params": param_count(encoder)})
+                         info={"source": source, "params": param_count(encoder)},
+                         tokenize_words=hf_tokenize_words(tokenizer, cfg.max_length))
 
 
 def build_encoder(name: str, train_texts: list[str], cfg: TrainConfig) -> EncoderBundle:
@@ -208,7 +232,8 @@ def tiny_model(kind: str) -> Callable[[list[str], TrainConfig], EncoderBundle]:
         tokenizer = word_tokenizer(vocab)
         return EncoderBundle(kind, encoder, hf_tokenize(tokenizer, cfg.max_length), vocab["[PAD]"],
                              info={"source": f"random {config_class}, word vocab of {len(vocab)}",
-                                   "params": param_count(encoder)})
+                                   "params": param_count(encoder)},
+                             tokenize_words=hf_tokenize_words(tokenizer, cfg.max_length))
 
     build.__doc__ = f"A tiny random {TINY_MODELS[kind][0]} (2 layers, d=32) for tests; no download."
     return build
@@ -250,7 +275,8 @@ def textcnn_bundle(train_texts: list[str], cfg: TrainConfig, glove: bool) -> Enc
     if glove:
         info["glove_coverage"] = round(hits / max(1, len(vocab) - 5), 4)
     return EncoderBundle("textcnn-glove" if glove else "textcnn", model, hf_tokenize(tokenizer, cfg.max_length),
-                         vocab["[PAD]"], min_length=5, info=info)
+                         vocab["[PAD]"], min_length=5, info=info,
+                         tokenize_words=hf_tokenize_words(tokenizer, cfg.max_length))
 
 
 @ENCODERS.register("textcnn")

@@ -43,7 +43,7 @@ def train_config(dataset: str, overrides: dict[str, Any]) -> TrainConfig:
 
 def plan(method_names: list[str], dataset_names: list[str], encoder_names: list[str], seeds: list[int],
          overrides: dict[str, Any], data_dir: str | None,
-         method_knobs: dict[str, dict[str, Any]] | None = None) -> list[Shard]:
+         method_knobs: dict[str, dict[str, Any]] | None = None, results_dir: Path = Path("results")) -> list[Shard]:
     """Check every name, load every dataset once, and list the shards in a stable order.
 
     `overrides` are training settings; `method_knobs` maps a method to its changed knobs.
@@ -61,6 +61,8 @@ def plan(method_names: list[str], dataset_names: list[str], encoder_names: list[
         cfg = train_config(dataset, overrides)
         data = load_dataset(dataset, data_dir, cfg.data_seed, cfg.val_fraction)
         for method in method_names:
+            method_class = METHODS.get(method)
+            method_class.validate(method_class.Config(**dict(configs[method])), data.label_names, results_dir)
             for encoder in encoder_names:
                 for seed in seeds:
                     spec = RunSpec(method, data.name, encoder, seed, data.fingerprint, cfg, configs[method])

@@ -77,6 +77,8 @@ def split_settings(assignments: dict[str, Any]) -> tuple[dict[str, Any], dict[st
             method_name, knob = key.split(".", 1)
             method = METHODS.canonical(method_name)
             fields = METHODS.get(method).config_fields()
+            if knob not in fields and f"{knob}_" in fields:  # `lambda` names the field `lambda_`
+                knob = f"{knob}_"
             if knob not in fields:
                 raise BenchError(f"method {method!r} has no setting {knob!r}; its settings: "
                                  f"{', '.join(fields) or '(none)'}")

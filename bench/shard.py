@@ -25,9 +25,11 @@ from bench.provenance import provenance
 from bench.registry import METHODS
 from bench.spec import RunSpec
 from bench.trainer import Trainer, resolve_device, seed_everything
+from methods.base import PrepareContext
 
 log = logging.getLogger(__name__)
 CHECKPOINT = "checkpoint.pt"
+CACHE = ".cache"  # under the results folder: augmented views shared by runs on the same data and seed
 
 
 @dataclass
@@ -88,6 +90,8 @@ def train_and_evaluate(spec: RunSpec, data: TextData, run_dir: Path, device_name
     method_class = METHODS.get(spec.method)
     method = method_class(bundle.model, data.num_labels, method_class.Config(**dict(spec.method_config)),
                           head_dropout=spec.train.head_dropout)
+    method.prepare(PrepareContext(data.train.texts, data.label_names, bundle, spec.seed,
+                                  cache_dir=run_dir.parent / CACHE, results_dir=run_dir.parent))
     encoded = {s: Encoded(bundle.tokenize(getattr(data, s).texts), getattr(data, s).labels)
                for s in ("train", "validation", "test")}
     trainer = Trainer(method, spec.train, device, bundle.pad_id, spec.seed, bundle.min_length,
@@ -112,9 +116,8 @@ def train_and_evaluate(spec: RunSpec, data: TextData, run_dir: Path, device_name
         "history": fit.history, "best_epoch": fit.best_epoch, "best_val_accuracy": fit.best_val_accuracy,
         "resumed_from_epoch": fit.resumed_from_epoch, "stopped_early": fit.stopped_early,
         "encoder": bundle.info})
-    method_state = method.state_for_report()
-    if method_state:
-        store.write_json(run_dir / "method_state.json", method_state)
+    if fit.method_state:
+        store.write_json(run_dir / "method_state.json", fit.method_state)
 
     base = {"run_key": spec.key, "method": spec.method, "dataset": spec.dataset, "encoder": spec.encoder,
             "seed": spec.seed, "evaluator": "clean"}

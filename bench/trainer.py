@@ -4,6 +4,7 @@ per-epoch checkpoints for resume, mixed precision, deterministic seeding."""
 from __future__ import annotations
 
 import contextlib
+import copy
 import logging
 import math
 import os
@@ -84,6 +85,11 @@ def set_rng_state(state: dict[str, Any]) -> None:
         torch.cuda.set_rng_state_all(state["cuda"])
 
 
+def cpu_copy(state: dict[str, Any]) -> dict[str, Any]:
+    """A detached CPU copy of a state dict (non-tensor extra state deep-copied)."""
+    return {k: v.detach().to("cpu", copy=True) if torch.is_tensor(v) else copy.deepcopy(v) for k, v in state.items()}
+
+
 def linear_schedule(warmup: int, total: int) -> Callable[[int], float]:
     """Learning-rate factor: linear warm-up over `warmup` steps, then linear decay to 0 at `total`."""
 
@@ -104,7 +110,7 @@ class FitResult:
     best_val_accuracy: float
     resumed_from_epoch: int = 0
     stopped_early: bool = False
-    extra: dict[str, Any] = field(default_factory=dict)
+    method_state: dict[str, Any] = field(default_factory=dict)
 
 
 class Trainer:
@@ -179,7 +185,7 @@ class Trainer:
         for epoch in range(state["epoch"], cfg.epochs):
             if state["bad_epochs"] >= cfg.patience:
                 break
-            record = self.train_epoch(train, epoch, optimizer, scheduler, state, total_steps)
+            record = self.train_epoch(train, epoch, optimizer, scheduler, state, total_steps, val)
             accuracy, confusion = self.evaluate(val)
             progress = Progress(epoch + 1, cfg.epochs, state["step"], total_steps)
             self.method.on_eval(confusion, progress)
@@ -188,8 +194,7 @@ class Trainer:
             state["history"].append(record)
             if accuracy > state["best_accuracy"]:
                 state.update(best_accuracy=accuracy, best_epoch=epoch + 1, bad_epochs=0,
-                             best_state={k: v.detach().to("cpu", copy=True)
-                                         for k, v in self.method.state_dict().items()})
+                             best_state=cpu_copy(self.method.state_dict()))
             else:
                 state["bad_epochs"] += 1
             state["epoch"] = epoch + 1
@@ -197,17 +202,25 @@ class Trainer:
                      ", ".join(f"{k}={v:.4g}" for k, v in record.items() if isinstance(v, float)))
             self.save(optimizer, scheduler, state)
 
+        method_state = self.method.state_for_report()  # as trained to the end, before the best weights return
         if state["best_state"] is not None:
             self.method.load_state_dict(state["best_state"])
         return FitResult(state["history"], state["best_epoch"], state["best_accuracy"], resumed_from,
-                         stopped_early=state["epoch"] < cfg.epochs)
+                         stopped_early=state["epoch"] < cfg.epochs, method_state=method_state)
 
     def train_epoch(self, train: Encoded, epoch: int, optimizer: torch.optim.Optimizer,
-                    scheduler: Any, state: dict[str, Any], total_steps: int) -> dict[str, Any]:
-        """One pass over `train` in length-grouped batches; returns the epoch's log record."""
+                    scheduler: Any, state: dict[str, Any], total_steps: int,
+                    val: Encoded | None = None) -> dict[str, Any]:
+        """One pass over `train` in length-grouped batches; returns the epoch's log record.
+
+        A method with `evaluations_per_epoch > 1` gets that many validation passes (`on_eval`) per epoch;
+        the last is the end-of-epoch one that `fit` runs.
+        """
         self.method.train()
         rng = np.random.default_rng([self.seed, epoch])
         batches = length_grouped_batches(train.lengths, self.cfg.batch_size, rng)
+        evals = max(1, int(getattr(self.method, "evaluations_per_epoch", 1))) if val is not None else 1
+        eval_steps = {round(i * len(batches) / evals) for i in range(1, evals)} - {0, len(batches)}
         sums: dict[str, torch.Tensor] = {}
         seen, started = 0, time.perf_counter()
         bar = tqdm(batches, desc=f"{self.desc} epoch {epoch + 1}/{self.cfg.epochs}", disable=not self.progress,
@@ -221,6 +234,10 @@ class Trainer:
             for name, value in {"loss": total, **losses}.items():
                 sums[name] = sums.get(name, 0.0) + value.detach().float()
             seen += len(index)
+            if number in eval_steps:
+                _, confusion = self.evaluate(val)
+                self.method.on_eval(confusion, Progress(epoch + 1, self.cfg.epochs, state["step"], total_steps))
+                self.method.train()
             if number % REFRESH_STEPS == 0 or number == len(batches):
                 mean_loss = self.check_finite(sums["loss"] / number, epoch, number)
                 bar.set_postfix(loss=f"{mean_loss:.4f}", seq_s=f"{seen / (time.perf_counter() - started):.0f}")

@@ -4,6 +4,7 @@ the optimiser or the device; the Trainer does."""
 from __future__ import annotations
 
 import dataclasses
+from pathlib import Path
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -11,7 +12,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from bench.encoders import EncoderOutput, TextEncoder
+from bench.encoders import EncoderBundle, EncoderOutput, TextEncoder
 
 
 @dataclass(frozen=True)
@@ -22,6 +23,18 @@ class Progress:
     max_epochs: int
     step: int
     total_steps: int
+
+
+@dataclass
+class PrepareContext:
+    """What a method may need before training: the training texts, labels, tokenizer and cache folders."""
+
+    train_texts: list[str]
+    label_names: list[str]
+    bundle: EncoderBundle
+    seed: int
+    cache_dir: Path
+    results_dir: Path
 
 
 @dataclass(frozen=True)
@@ -36,6 +49,7 @@ class Method(nn.Module):
     """
 
     Config: ClassVar[type] = NoConfig
+    evaluations_per_epoch: int = 1
 
     def __init__(self, encoder: TextEncoder, num_labels: int, config: Any = None, head_dropout: float = 0.1):
         super().__init__()
@@ -57,6 +71,13 @@ class Method(nn.Module):
         raise NotImplementedError
 
     # Optional hooks -----------------------------------------------------------------------------------
+    @classmethod
+    def validate(cls, config: Any, label_names: list[str], results_dir: Path) -> None:
+        """Check the config against a dataset before any shard starts (raise BenchError on a problem)."""
+
+    def prepare(self, context: PrepareContext) -> None:
+        """Called once before training (e.g. to build augmented views of the training texts)."""
+
     def on_step_end(self, progress: Progress) -> None:
         """Called after every optimiser step."""
 
@@ -69,5 +90,5 @@ class Method(nn.Module):
 
     @classmethod
     def config_fields(cls) -> dict[str, Any]:
-        """The method's knobs and their defaults."""
-        return dataclasses.asdict(cls.Config())
+        """The method's knobs and their defaults (read from the Config dataclass without building it)."""
+        return {f.name: f.default for f in dataclasses.fields(cls.Config)}

@@ -1,0 +1,236 @@
+"""CLLD — contrastive learning with label distance (Lan et al.; ../shared/METHODS.md): `cl` (uniform
+distances, the CT+CL ablation), `clld-static` (chosen confusing pairs) and `clld-adaptive` (alias `clld`,
+distances learnt from validation confusion, Algorithm 1)."""
+
+from __future__ import annotations
+
+import csv
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+import yaml
+
+from bench.errors import BenchError
+from bench.registry import METHODS
+from methods.base import Method, PrepareContext, Progress
+from methods.losses import clld_loss
+from methods.views import doubled, projection_head
+
+PROJECTIONS = ("mlp", "linear", "none")
+
+
+@dataclass(frozen=True)
+class CLConfig:
+    """tau: base label distance (every LDM entry starts here; acts as an inverse temperature on sim in [0,1]);
+    lambda_: weight of the classification loss, L = λ L_c + (1-λ) L_s; projection: mlp | linear | none."""
+
+    tau: float = 5.0
+    lambda_: float = 0.5
+    projection: str = "mlp"
+
+    def __post_init__(self) -> None:
+        if self.tau <= 0:
+            raise BenchError("tau must be > 0")
+        if not 0 <= self.lambda_ <= 1:
+            raise BenchError("lambda must be in [0, 1]")
+        if self.projection not in PROJECTIONS:
+            raise BenchError(f"projection must be one of {', '.join(PROJECTIONS)}")
+
+
+@METHODS.register("cl")
+class ContrastiveUniform(Method):
+    """CE + supervised contrastive KL loss on dropout twins with a uniform label distance (CLLD's CT+CL)."""
+
+    Config = CLConfig
+
+    def __init__(self, encoder, num_labels, config=None, head_dropout=0.1):
+        super().__init__(encoder, num_labels, config, head_dropout)
+        self.projection = projection_head(self.config.projection, encoder.hidden_size)
+        self.register_buffer("ldm", torch.full((num_labels, num_labels), float(self.config.tau)))
+
+    def loss(self, batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        pooled = self.encode(doubled(batch)).pooled
+        m = batch["labels"].shape[0]
+        ce = F.cross_entropy(self.head(pooled[:m]).float(), batch["labels"])
+        contrastive = clld_loss(self.projection(pooled), torch.cat([batch["labels"], batch["labels"]]), self.ldm)
+        lam = self.config.lambda_
+        return {"ce": lam * ce, "contrastive": (1 - lam) * contrastive}
+
+    def state_for_report(self) -> dict[str, Any]:
+        return {"ldm": self.ldm.tolist()}
+
+
+# ----------------------------------------------------------------------------------------------- static
+
+@dataclass(frozen=True)
+class StaticConfig(CLConfig):
+    """Static LDM: entries of the named confusing `pairs` (class names), of a `matrix` file (CSV/YAML N x N of
+    multipliers or pairs), or of the `top_k` most confused pairs of a finished run's validation confusion
+    (`ldm_from`: a run folder or run key) are set to tau * boost, symmetrically."""
+
+    pairs: tuple = ()
+    matrix: str = ""
+    ldm_from: str = ""
+    top_k: int = 3
+    boost: float = 2.0
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if sum(bool(x) for x in (self.pairs, self.matrix, self.ldm_from)) != 1:
+            raise BenchError("clld-static needs exactly one LDM source: --set clld-static.pairs=[[a,b]], "
+                             ".matrix=FILE or .ldm_from=RUN")
+        if self.boost <= 0 or self.top_k < 1:
+            raise BenchError("clld-static: boost must be > 0 and top_k >= 1")
+
+
+def read_matrix(path: str, label_names: list[str]) -> np.ndarray:
+    """An N x N multiplier matrix from CSV (optionally with a header row/column of class names) or YAML
+    (a list of rows, or a mapping {pairs: [[a, b], ...]} giving multiplier `boost` later)."""
+    file = Path(path).expanduser()
+    try:
+        if file.suffix in (".yaml", ".yml", ".json"):
+            raw = yaml.safe_load(file.read_text())
+            rows = raw["matrix"] if isinstance(raw, dict) else raw
+        else:
+            rows = [r for r in csv.reader(file.read_text().splitlines()) if r]
+            if rows and rows[0] and rows[0][-1] in label_names:
+                rows = [r[1:] if r[0] in label_names or r[0] == "" else r for r in rows[1:]]
+        matrix = np.array(rows, dtype=np.float64)
+    except (OSError, ValueError, KeyError, TypeError, yaml.YAMLError) as exc:
+        raise BenchError(f"cannot read LDM matrix {path}: {exc}".splitlines()[0]) from exc
+    n = len(label_names)
+    if matrix.shape != (n, n):
+        raise BenchError(f"LDM matrix {path} is {matrix.shape}, the dataset has {n} classes ({n} x {n} needed)")
+    return matrix
+
+
+def confused_pairs(confusion: np.ndarray, k: int) -> list[tuple[int, int]]:
+    """The k class pairs (i < j) with the most confusions C_ij + C_ji (ties by index)."""
+    sym = confusion + confusion.T
+    pairs = [(int(sym[i, j]), i, j) for i in range(len(sym)) for j in range(i + 1, len(sym))]
+    return [(i, j) for count, i, j in sorted(pairs, key=lambda p: (-p[0], p[1], p[2]))[:k] if count > 0]
+
+
+def run_confusion(ldm_from: str, results_dir: Path, label_names: list[str]) -> np.ndarray:
+    """The best-epoch validation confusion of a finished run (folder path or run key under results_dir)."""
+    folder = Path(ldm_from).expanduser()
+    if not folder.is_dir():
+        folder = results_dir / ldm_from
+    path = folder / "confusion.json"
+    if not path.is_file():
+        raise BenchError(f"ldm_from={ldm_from!r}: no finished run there (no {path}); run it first or give "
+                         "a run folder")
+    stored = json.loads(path.read_text())
+    if stored["labels"] != label_names:
+        raise BenchError(f"ldm_from={ldm_from!r}: that run's classes differ from this dataset's")
+    return np.array(stored["validation"] or stored["test"])
+
+
+def static_ldm(config: StaticConfig, label_names: list[str], results_dir: Path) -> np.ndarray:
+    """The static label-distance matrix for a dataset."""
+    n = len(label_names)
+    ldm = np.full((n, n), config.tau)
+    if config.matrix:
+        return config.tau * read_matrix(config.matrix, label_names)
+    if config.pairs:
+        index = {name: i for i, name in enumerate(label_names)}
+        pairs = []
+        for pair in config.pairs:
+            if len(pair) != 2 or any(p not in index for p in pair):
+                raise BenchError(f"clld-static pair {list(pair)} must name two of the classes: "
+                                 f"{', '.join(label_names)}")
+            pairs.append((index[pair[0]], index[pair[1]]))
+    else:
+        pairs = confused_pairs(run_confusion(config.ldm_from, results_dir, label_names), config.top_k)
+    for i, j in pairs:
+        ldm[i, j] = ldm[j, i] = config.tau * config.boost
+    return ldm
+
+
+@METHODS.register("clld-static")
+class CLLDStatic(ContrastiveUniform):
+    """CLLD with a static label distance: chosen confusing class pairs get a larger distance (CT+CLSLD)."""
+
+    Config = StaticConfig
+
+    @classmethod
+    def validate(cls, config: StaticConfig, label_names: list[str], results_dir: Path) -> None:
+        static_ldm(config, label_names, results_dir)
+
+    def prepare(self, context: PrepareContext) -> None:
+        matrix = static_ldm(self.config, context.label_names, context.results_dir)
+        self.ldm.copy_(torch.as_tensor(matrix, dtype=self.ldm.dtype))
+
+
+# ----------------------------------------------------------------------------------------------- adaptive
+
+@dataclass(frozen=True)
+class AdaptiveConfig(CLConfig):
+    """Adaptive LDM (Algorithm 1): no update while epoch <= warmup_fraction * max epochs; afterwards every
+    `update_every` validations, LDM <- LDM + eps (LDM' - LDM), eps = 1 - step/total_steps, with
+    LDM'_ij = tau (1 + r_ij / max r) from the symmetric confusion rate r; `evals_per_epoch` validations/epoch."""
+
+    update_every: int = 10
+    evals_per_epoch: int = 10
+    warmup_fraction: float = 0.2
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.update_every < 1 or self.evals_per_epoch < 1 or not 0 <= self.warmup_fraction < 1:
+            raise BenchError("clld-adaptive: update_every and evals_per_epoch must be >= 1, "
+                             "warmup_fraction in [0, 1)")
+
+
+def target_ldm(confusion: np.ndarray, tau: float) -> np.ndarray:
+    """LDM' from a confusion matrix: tau (1 + r_ij / max r) off the diagonal, tau on it."""
+    confusion = np.asarray(confusion, dtype=np.float64)
+    totals = confusion.sum(1)
+    denominator = totals[:, None] + totals[None, :]
+    rate = np.divide(confusion + confusion.T, denominator, out=np.zeros_like(confusion), where=denominator > 0)
+    np.fill_diagonal(rate, 0.0)
+    peak = rate.max()
+    target = tau * (1 + (rate / peak if peak > 0 else rate))
+    np.fill_diagonal(target, tau)
+    return target
+
+
+@METHODS.register("clld-adaptive", "clld")
+class CLLDAdaptive(ContrastiveUniform):
+    """CLLD with an adaptive label distance learnt from validation confusion (CT+CLALD, Algorithm 1)."""
+
+    Config = AdaptiveConfig
+
+    def __init__(self, encoder, num_labels, config=None, head_dropout=0.1):
+        super().__init__(encoder, num_labels, config, head_dropout)
+        self.evaluations_per_epoch = self.config.evals_per_epoch
+        self.evaluations = 0
+        self.history: list[dict[str, Any]] = []
+
+    def on_eval(self, confusion: np.ndarray, progress: Progress) -> None:
+        epochs_done = progress.step / max(1, progress.total_steps) * progress.max_epochs
+        if epochs_done <= self.config.warmup_fraction * progress.max_epochs:
+            return
+        self.evaluations += 1
+        if self.evaluations % self.config.update_every:
+            return
+        eps = 1 - progress.step / progress.total_steps
+        current = self.ldm.double().cpu().numpy()
+        updated = current + eps * (target_ldm(confusion, self.config.tau) - current)
+        self.ldm.copy_(torch.as_tensor(updated, dtype=self.ldm.dtype))
+        self.history.append({"step": progress.step, "epoch": round(epochs_done, 3), "eps": eps,
+                             "confusion": np.asarray(confusion).tolist(), "ldm": updated.tolist()})
+
+    def get_extra_state(self) -> dict[str, Any]:
+        return {"evaluations": self.evaluations, "history": self.history}
+
+    def set_extra_state(self, state: dict[str, Any]) -> None:
+        self.evaluations = state["evaluations"]
+        self.history = list(state["history"])
+
+    def state_for_report(self) -> dict[str, Any]:
+        return {"ldm": self.ldm.tolist(), "updates": self.history}

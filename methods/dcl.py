@@ -1,0 +1,83 @@
+"""dcl — disentangled contrastive learning (Chen et al.), fine-tuning form: BYOL-style alignment of an online
+network's prediction with a momentum (EMA) target network's projection of another view."""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from bench.errors import BenchError
+from bench.registry import METHODS
+from methods.base import Method, PrepareContext, Progress
+from methods.losses import PowerNorm, alignment_loss, ema_update
+from methods.views import doubled, stacked, word_views
+
+
+@dataclass(frozen=True)
+class DCLConfig:
+    """momentum: EMA rate of the target network; lambda_: L = CE + λ L_align; views: synonym (WordNet, at
+    syn_rate) or dropout (the same text twice); hidden/out: projector and predictor widths
+    (Linear-PowerNorm-ReLU-Linear); powernorm_alpha / powernorm_warmup: PowerNorm's running-statistic rate and
+    the steps during which it normalises with the batch statistic."""
+
+    momentum: float = 0.996
+    lambda_: float = 1.0
+    views: str = "synonym"
+    syn_rate: float = 0.4
+    hidden: int = 512
+    out: int = 128
+    powernorm_alpha: float = 0.9
+    powernorm_warmup: int = 1000
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.momentum <= 1 or self.lambda_ < 0 or self.views not in ("synonym", "dropout"):
+            raise BenchError("dcl: momentum in [0, 1], lambda >= 0, views synonym or dropout")
+
+
+def mlp(config: DCLConfig, dim_in: int) -> nn.Sequential:
+    """Linear(d, hidden) - PowerNorm - ReLU - Linear(hidden, out)."""
+    return nn.Sequential(nn.Linear(dim_in, config.hidden),
+                         PowerNorm(config.hidden, config.powernorm_alpha, config.powernorm_warmup),
+                         nn.ReLU(), nn.Linear(config.hidden, config.out))
+
+
+@METHODS.register("dcl")
+class DCL(Method):
+    """CE + symmetric alignment loss against a separate EMA target network (stop-gradient)."""
+
+    Config = DCLConfig
+
+    def __init__(self, encoder, num_labels, config=None, head_dropout=0.1):
+        super().__init__(encoder, num_labels, config, head_dropout)
+        self.projector = mlp(self.config, encoder.hidden_size)
+        self.predictor = mlp(self.config, self.config.out)
+        self.target_encoder = copy.deepcopy(encoder).requires_grad_(False)
+        self.target_projector = copy.deepcopy(self.projector).requires_grad_(False)
+        self.views = None
+
+    def prepare(self, context: PrepareContext) -> None:
+        if self.config.views == "synonym":
+            self.views = word_views(context, "syn", self.config.syn_rate)
+
+    def loss(self, batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        m = batch["labels"].shape[0]
+        if self.views is not None:
+            rows = stacked(batch, self.views.batch(batch["index"], batch["labels"].device),
+                           pad_id=self.views.pad_id)
+        else:
+            rows = doubled(batch)
+        online = self.encode(rows).pooled
+        ce = F.cross_entropy(self.head(online[:m]).float(), batch["labels"])
+        prediction = self.predictor(self.projector(online))
+        with torch.no_grad():
+            target = self.target_projector(self.target_encoder(rows["input_ids"], rows["attention_mask"]).pooled)
+        align = alignment_loss(prediction[:m], target[m:]) + alignment_loss(prediction[m:], target[:m])
+        return {"ce": ce, "align": self.config.lambda_ * align}
+
+    def on_step_end(self, progress: Progress) -> None:
+        ema_update(self.target_encoder, self.encoder, self.config.momentum)
+        ema_update(self.target_projector, self.projector, self.config.momentum)

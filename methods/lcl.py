@@ -1,0 +1,75 @@
+"""lcl — label-aware contrastive loss (Suresh & Ong 2021): a weighting network scores how confusable each
+class is for an anchor, and those weights scale the contrastive terms."""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from bench.errors import BenchError
+from bench.registry import METHODS
+from methods.base import Method, PrepareContext
+from methods.losses import lcl_loss
+from methods.views import doubled, stacked, word_views
+
+
+@dataclass(frozen=True)
+class LCLConfig:
+    """tau: temperature; lambda_: L = λ CE(main) + (1-λ) LCL + λ CE(helper); weighting: separate (a second
+    encoder, as the paper) or shared-head (a second head on the main encoder); views: dropout (a dropout twin)
+    or synonym (a WordNet synonym view at syn_rate)."""
+
+    tau: float = 0.3
+    lambda_: float = 0.5
+    weighting: str = "separate"
+    views: str = "dropout"
+    syn_rate: float = 0.4
+
+    def __post_init__(self) -> None:
+        if self.tau <= 0 or not 0 <= self.lambda_ <= 1:
+            raise BenchError("lcl: tau > 0 and lambda in [0, 1]")
+        if self.weighting not in ("separate", "shared-head") or self.views not in ("dropout", "synonym"):
+            raise BenchError("lcl: weighting is separate or shared-head; views is dropout or synonym")
+
+
+@METHODS.register("lcl")
+class LCL(Method):
+    """CE + label-aware contrastive loss weighted by a helper classifier's (undetached) class probabilities."""
+
+    Config = LCLConfig
+
+    def __init__(self, encoder, num_labels, config=None, head_dropout=0.1):
+        super().__init__(encoder, num_labels, config, head_dropout)
+        self.helper_encoder = copy.deepcopy(encoder) if self.config.weighting == "separate" else None
+        self.helper_head = nn.Sequential(nn.Dropout(head_dropout), nn.Linear(encoder.hidden_size, num_labels))
+        self.views = None
+
+    def prepare(self, context: PrepareContext) -> None:
+        if self.config.views == "synonym":
+            self.views = word_views(context, "syn", self.config.syn_rate)
+
+    def loss(self, batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        m = batch["labels"].shape[0]
+        if self.views is not None:
+            rows = stacked(batch, self.views.batch(batch["index"], batch["labels"].device),
+                           pad_id=self.views.pad_id)
+        else:
+            rows = doubled(batch)
+        labels = torch.cat([batch["labels"], batch["labels"]])
+        pooled = self.encode(rows).pooled
+        if self.helper_encoder is not None:
+            helper_pooled = self.helper_encoder(rows["input_ids"], rows["attention_mask"]).pooled
+        else:
+            helper_pooled = pooled
+        helper_logits = self.helper_head(helper_pooled).float()
+        weights = torch.softmax(helper_logits, dim=-1)
+        lam = self.config.lambda_
+        return {
+            "ce": lam * F.cross_entropy(self.head(pooled[:m]).float(), batch["labels"]),
+            "lcl": (1 - lam) * lcl_loss(pooled, labels, weights, self.config.tau),
+            "ce_helper": lam * F.cross_entropy(helper_logits[:m], batch["labels"]),
+        }

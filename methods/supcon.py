@@ -1,0 +1,51 @@
+"""supcon — supervised contrastive fine-tuning (Gunel et al. 2021; Khosla et al. 2020)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+
+from bench.errors import BenchError
+from bench.registry import METHODS
+from methods.base import Method
+from methods.losses import supcon_loss
+from methods.views import doubled, projection_head
+
+
+@dataclass(frozen=True)
+class SupConConfig:
+    """tau: temperature; lambda_: SCL weight, L = (1-λ) CE + λ SCL; views: 1 (Gunel, in-batch positives only)
+    or 2 (Khosla, a dropout twin per example); projection: none | linear | mlp on the [CLS] vector."""
+
+    tau: float = 0.3
+    lambda_: float = 0.9
+    views: int = 1
+    projection: str = "none"
+
+    def __post_init__(self) -> None:
+        if self.tau <= 0 or not 0 <= self.lambda_ <= 1 or self.views not in (1, 2):
+            raise BenchError("supcon: tau > 0, lambda in [0, 1], views 1 or 2")
+        if self.projection not in ("none", "linear", "mlp"):
+            raise BenchError("supcon: projection must be none, linear or mlp")
+
+
+@METHODS.register("supcon")
+class SupCon(Method):
+    """CE + supervised contrastive loss on L2-normalised sentence vectors (anchors without positives skipped)."""
+
+    Config = SupConConfig
+
+    def __init__(self, encoder, num_labels, config=None, head_dropout=0.1):
+        super().__init__(encoder, num_labels, config, head_dropout)
+        self.projection = projection_head(self.config.projection, encoder.hidden_size)
+
+    def loss(self, batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        m = batch["labels"].shape[0]
+        rows = doubled(batch) if self.config.views == 2 else batch
+        pooled = self.encode(rows).pooled
+        ce = F.cross_entropy(self.head(pooled[:m]).float(), batch["labels"])
+        scl = supcon_loss(self.projection(pooled), rows["labels"], self.config.tau)
+        lam = self.config.lambda_
+        return {"ce": (1 - lam) * ce, "supcon": lam * scl}

@@ -1,0 +1,72 @@
+"""Building blocks shared by methods: projection heads, dropout twins in one forward pass, and tokenised
+word-substitution views of the training texts."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from torch import nn
+
+from bench.augment import augment_texts
+from bench.batching import Encoded, collate
+from methods.base import PrepareContext
+
+
+def projection_head(kind: str, dim: int) -> nn.Module:
+    """`mlp` = Linear(d,d)-ReLU-Linear(d,d), `linear` = Linear(d,d), `none` = identity."""
+    if kind == "mlp":
+        return nn.Sequential(nn.Linear(dim, dim), nn.ReLU(), nn.Linear(dim, dim))
+    if kind == "linear":
+        return nn.Linear(dim, dim)
+    return nn.Identity()
+
+
+def doubled(batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """The batch stacked on itself (2M rows): one forward pass gives two independent dropout views."""
+    return {k: torch.cat([v, v]) for k, v in batch.items()}
+
+
+def stacked(*batches: dict[str, torch.Tensor], pad_id: int) -> dict[str, torch.Tensor]:
+    """Several padded batches (same keys) padded to a common width and concatenated along rows."""
+    width = max(b["input_ids"].shape[1] for b in batches)
+
+    def widen(t: torch.Tensor, fill: int) -> torch.Tensor:
+        return nn.functional.pad(t, (0, width - t.shape[1]), value=fill) if t.ndim == 2 else t
+
+    out = {}
+    for key in batches[0]:
+        fill = pad_id if key == "input_ids" else 0
+        out[key] = torch.cat([widen(b[key], fill) for b in batches])
+    return out
+
+
+@dataclass
+class TokenViews:
+    """Tokenised augmented copies of the training texts, with a per-token `replaced` flag."""
+
+    encoded: Encoded
+    replaced: list[list[int]]
+    pad_id: int
+    min_length: int
+
+    def batch(self, index: torch.Tensor, device: torch.device) -> dict[str, torch.Tensor]:
+        """The views of the training examples at `index`, padded, with a `replaced` (B, T) tensor."""
+        idx = index.cpu().numpy()
+        out = collate(self.encoded, idx, self.pad_id, self.min_length)
+        flags = np.zeros(out["input_ids"].shape, dtype=np.float32)
+        for row, i in enumerate(idx):
+            flags[row, :len(self.replaced[i])] = self.replaced[i]
+        out["replaced"] = torch.from_numpy(flags)
+        return {k: v.to(device, non_blocking=True) for k, v in out.items()}
+
+
+def word_views(context: PrepareContext, kind: str, rate: float) -> TokenViews:
+    """WordNet views (`syn` or `ant`) of every training text, cached on disk per dataset and seed."""
+    views = augment_texts(context.train_texts, kind, rate, context.seed, cache_dir=context.cache_dir)
+    tokenize_words = context.bundle.tokenize_words
+    ids, word_ids = tokenize_words([list(v.tokens) for v in views])
+    replaced = [[int(w >= 0 and v.replaced[w]) for w in wid] for v, wid in zip(views, word_ids)]
+    labels = np.zeros(len(ids), dtype=np.int64)
+    return TokenViews(Encoded(ids, labels), replaced, context.bundle.pad_id, context.bundle.min_length)

@@ -1,0 +1,274 @@
+"""Method wiring: views in one forward pass, gradient flow, hooks, LDM construction and updates,
+and one end-to-end `bench run` per method on the fixture."""
+
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from bench.batching import Encoded, collate
+from bench.data import load_dataset
+from bench.encoders import build_encoder
+from bench.errors import BenchError
+from bench.registry import METHODS
+from bench.settings import method_config
+from bench.spec import TrainConfig
+from conftest import FAST, FIXTURE
+from methods.base import PrepareContext, Progress
+from methods.clld import confused_pairs, static_ldm, target_ldm
+
+CFG = TrainConfig(max_length=32)
+ALL = ["ce", "cl", "clld-static", "clld-adaptive", "supcon", "lcl", "cline", "dcl"]
+KNOBS = {"clld-static": {"pairs": (("food", "sport"),)}}
+
+
+def wordnet_available():
+    from bench.wordnet import load_wordnet
+
+    try:
+        load_wordnet()
+        return True
+    except BenchError:
+        return False
+
+
+needs_wordnet = pytest.mark.skipif(not wordnet_available(), reason="WordNet not installed "
+                                   "(apt-get install wordnet-base wordnet-sense-index)")
+
+
+def build(name, tmp_path, **knobs):
+    data = load_dataset(str(FIXTURE))
+    torch.manual_seed(0)
+    bundle = build_encoder("tiny-bert", data.train.texts, CFG)
+    cls = METHODS.get(name)
+    config = cls.Config(**dict(method_config(name, {**KNOBS.get(name, {}), **knobs})))
+    method = cls(bundle.model, data.num_labels, config)
+    method.prepare(PrepareContext(data.train.texts, data.label_names, bundle, 1, tmp_path / "cache", tmp_path))
+    train = Encoded(bundle.tokenize(data.train.texts), data.train.labels)
+    batch = collate(train, np.arange(8), bundle.pad_id)
+    return method, batch, data
+
+
+class CountingEncoder(torch.nn.Module):
+    """Wraps an encoder and records the number of rows of every forward call."""
+
+    def __init__(self, inner):
+        super().__init__()
+        self.inner, self.calls = inner, []
+        self.hidden_size, self.token_size = inner.hidden_size, inner.token_size
+
+    def forward(self, input_ids, attention_mask):
+        self.calls.append(input_ids.shape[0])
+        return self.inner(input_ids, attention_mask)
+
+
+@pytest.mark.parametrize("name,rows", [("ce", 8), ("cl", 16), ("clld-adaptive", 16), ("supcon", 8),
+                                       ("lcl", 16)])
+def test_views_come_from_one_forward_pass(name, rows, tmp_path):
+    method, batch, _ = build(name, tmp_path)
+    method.encoder = CountingEncoder(method.encoder)
+    method.train()
+    method.loss(batch)
+    assert method.encoder.calls == [rows]
+
+
+def test_supcon_two_views_doubles_the_batch(tmp_path):
+    method, batch, _ = build("supcon", tmp_path, views=2)
+    method.encoder = CountingEncoder(method.encoder)
+    method.loss(batch)
+    assert method.encoder.calls == [16]
+
+
+@pytest.mark.parametrize("name", ["cl", "clld-static", "clld-adaptive", "supcon", "lcl"])
+def test_losses_are_finite_and_train_every_part(name, tmp_path):
+    method, batch, _ = build(name, tmp_path)
+    method.train()
+    losses = method.loss(batch)
+    assert all(torch.isfinite(v) for v in losses.values())
+    sum(losses.values()).backward()
+    assert method.head[1].weight.grad is not None
+    assert method.encoder.model.embeddings.word_embeddings.weight.grad.abs().sum() > 0
+
+
+def test_cl_is_clld_with_a_uniform_matrix(tmp_path):
+    cl, batch, _ = build("cl", tmp_path)
+    static, _, _ = build("clld-static", tmp_path, boost=1.0)
+    static.load_state_dict(cl.state_dict())
+    torch.manual_seed(3)
+    a = cl.loss(batch)["contrastive"]
+    torch.manual_seed(3)
+    b = static.loss(batch)["contrastive"]
+    assert torch.allclose(a, b)
+    assert torch.equal(cl.ldm, torch.full_like(cl.ldm, 5.0))
+
+
+def test_lcl_helper_gets_gradient_through_the_weights(tmp_path):
+    method, batch, _ = build("lcl", tmp_path, lambda_=0.0)  # only the LCL term remains
+    method.train()
+    method.loss(batch)["lcl"].backward()
+    assert method.helper_head[1].weight.grad.abs().sum() > 0
+    assert method.helper_encoder.model.embeddings.word_embeddings.weight.grad.abs().sum() > 0
+
+
+def test_lcl_shared_head_has_no_second_encoder(tmp_path):
+    method, batch, _ = build("lcl", tmp_path, weighting="shared-head")
+    assert method.helper_encoder is None
+    method.encoder = CountingEncoder(method.encoder)
+    method.loss(batch)
+    assert method.encoder.calls == [16]
+
+
+# ----------------------------------------------------------------------------------------------- CLLD LDMs
+
+def test_static_ldm_from_pairs():
+    from methods.clld import StaticConfig
+
+    ldm = static_ldm(StaticConfig(pairs=(("food", "weather"),), boost=3.0), ["food", "sport", "weather"], None)
+    assert ldm.tolist() == [[5, 5, 15], [5, 5, 5], [15, 5, 5]]
+    with pytest.raises(BenchError, match="must name two of the classes: food, sport, weather"):
+        static_ldm(StaticConfig(pairs=(("food", "fish"),)), ["food", "sport", "weather"], None)
+
+
+def test_static_ldm_from_matrix_file(tmp_path):
+    from methods.clld import StaticConfig
+
+    (tmp_path / "m.csv").write_text(",a,b\na,1,2\nb,2,1\n")
+    assert static_ldm(StaticConfig(tau=2.0, matrix=str(tmp_path / "m.csv")), ["a", "b"], None).tolist() == \
+        [[2, 4], [4, 2]]
+    (tmp_path / "bad.csv").write_text("1,2,3\n")
+    with pytest.raises(BenchError, match="has 2 classes"):
+        static_ldm(StaticConfig(matrix=str(tmp_path / "bad.csv")), ["a", "b"], None)
+
+
+def test_static_ldm_from_a_finished_run(tmp_path):
+    from methods.clld import StaticConfig
+
+    run = tmp_path / "ce_run"
+    run.mkdir()
+    confusion = [[9, 3, 0], [1, 8, 0], [0, 2, 9]]
+    (run / "confusion.json").write_text(json.dumps({"labels": ["a", "b", "c"], "validation": confusion}))
+    assert confused_pairs(np.array(confusion), 2) == [(0, 1), (1, 2)]
+    ldm = static_ldm(StaticConfig(ldm_from="ce_run", top_k=1), ["a", "b", "c"], tmp_path)
+    assert ldm[0, 1] == ldm[1, 0] == 10.0 and ldm[1, 2] == 5.0
+    with pytest.raises(BenchError, match="no finished run there"):
+        static_ldm(StaticConfig(ldm_from="nothing"), ["a", "b", "c"], tmp_path)
+
+
+def test_static_needs_exactly_one_source():
+    from methods.clld import StaticConfig
+
+    with pytest.raises(BenchError, match="exactly one LDM source"):
+        StaticConfig()
+
+
+def test_target_ldm_follows_the_update_rule():
+    confusion = np.array([[8, 2, 0], [2, 6, 2], [0, 0, 10]])
+    # r_01 = (2+2)/(10+10) = 0.2, r_12 = (2+0)/(10+10) = 0.1, r_02 = 0 -> max r = 0.2
+    expected = 5 * np.array([[1, 2, 1], [2, 1, 1.5], [1, 1.5, 1]])
+    assert np.allclose(target_ldm(confusion, 5.0), expected)
+    assert np.allclose(target_ldm(np.eye(3) * 4, 5.0), 5.0)  # no confusion: uniform
+
+
+def test_adaptive_ldm_updates_exactly_as_scripted(tmp_path):
+    method, _, _ = build("clld-adaptive", tmp_path, update_every=2)
+    confusion = np.array([[8, 2, 0], [2, 6, 2], [0, 0, 10]])
+    total = 100
+    # max_epochs 10 -> no update while epoch <= 2, i.e. step <= 20
+    for step in (5, 10, 20):
+        method.on_eval(confusion, Progress(epoch=1, max_epochs=10, step=step, total_steps=total))
+    assert torch.equal(method.ldm, torch.full((3, 3), 5.0)) and method.evaluations == 0
+    method.on_eval(confusion, Progress(3, 10, 30, total))  # first counted evaluation: no update yet
+    assert torch.equal(method.ldm, torch.full((3, 3), 5.0))
+    method.on_eval(confusion, Progress(4, 10, 40, total))  # second: update with eps = 1 - 40/100
+    expected = 5.0 + 0.6 * (target_ldm(confusion, 5.0) - 5.0)
+    assert np.allclose(method.ldm.numpy(), expected)
+    method.on_eval(confusion, Progress(5, 10, 50, total))
+    method.on_eval(confusion, Progress(6, 10, 60, total))
+    expected = expected + 0.4 * (target_ldm(confusion, 5.0) - expected)
+    assert np.allclose(method.ldm.numpy(), expected)
+    history = method.state_for_report()["updates"]
+    assert [u["step"] for u in history] == [40, 60] and np.allclose(history[-1]["ldm"], expected)
+
+
+def test_adaptive_state_survives_a_checkpoint(tmp_path):
+    method, _, _ = build("clld-adaptive", tmp_path, update_every=1)
+    method.on_eval(np.array([[5, 1, 0], [1, 5, 0], [0, 0, 6]]), Progress(9, 10, 90, 100))
+    again, _, _ = build("clld-adaptive", tmp_path, update_every=1)
+    again.load_state_dict(method.state_dict())
+    assert torch.equal(again.ldm, method.ldm) and again.evaluations == 1 and len(again.history) == 1
+
+
+# ----------------------------------------------------------------------------------------------- word views
+
+@needs_wordnet
+def test_dcl_target_gets_no_gradient_and_follows_the_ema(tmp_path):
+    method, batch, _ = build("dcl", tmp_path, momentum=0.9)
+    method.train()
+    method.loss(batch)["align"].backward()
+    assert all(p.grad is None for p in method.target_encoder.parameters())
+    assert all(p.grad is None for p in method.target_projector.parameters())
+    assert method.projector[0].weight.grad.abs().sum() > 0
+    before = {k: v.clone() for k, v in method.target_encoder.state_dict().items()}
+    with torch.no_grad():
+        for p in method.encoder.parameters():
+            p.add_(1.0)
+    method.on_step_end(Progress(1, 1, 1, 1))
+    online = method.encoder.state_dict()
+    for name, value in method.target_encoder.state_dict().items():
+        if value.is_floating_point() and name in online:
+            assert torch.allclose(value, 0.9 * before[name] + 0.1 * online[name])
+
+
+@needs_wordnet
+def test_cline_views_and_replaced_tokens(tmp_path):
+    method, batch, data = build("cline", tmp_path)
+    syn = method.syn.batch(batch["index"], torch.device("cpu"))
+    assert syn["replaced"].sum() > 0
+    assert syn["replaced"][:, 0].sum() == 0  # [CLS] is never "replaced"
+    method.encoder = CountingEncoder(method.encoder)
+    losses = method.loss(batch)
+    assert method.encoder.calls == [24]  # original, synonym and antonym views in one pass
+    assert set(losses) == {"ce", "cts", "rtd"} and all(torch.isfinite(v) for v in losses.values())
+    assert list((tmp_path / "cache").iterdir())  # views cached on disk
+
+
+@needs_wordnet
+def test_cline_learned_weights(tmp_path):
+    method, batch, _ = build("cline", tmp_path, weights="learned", sentence_loss="bce")
+    sum(method.loss(batch).values()).backward()
+    assert method.log_vars.grad is not None and torch.isfinite(method.log_vars.grad).all()
+
+
+# ----------------------------------------------------------------------------------------------- end to end
+
+@pytest.mark.parametrize("name", ALL)
+def test_bench_run_end_to_end(name, cli, tiny, results):
+    if name in ("cline", "dcl") and not wordnet_available():
+        pytest.skip("WordNet not installed")
+    extra = ["--set", "clld-static.pairs=[[food, sport]]", "--set", "clld.update_every=1",
+             "--set", "clld.evals_per_epoch=2", "--set", "clld.warmup_fraction=0.0"]
+    code, out, err = cli("run", "--datasets", tiny, "--methods", name, *FAST, *extra)
+    assert code == 0, err
+    folder = next(results.glob(f"{name}_tiny_*"))
+    assert (folder / "rows.json").exists()
+    if name.startswith("clld") or name == "cl":
+        state = json.loads((folder / "method_state.json").read_text())
+        assert np.array(state["ldm"]).shape == (3, 3)
+        if name == "clld-adaptive":
+            assert len(state["updates"]) == 4  # 2 evaluations per epoch x 2 epochs, each one an update
+
+
+def test_unknown_pair_fails_before_any_shard(cli, tiny, results):
+    code, _, err = cli("run", "--datasets", tiny, "--methods", "clld-static", *FAST,
+                       "--set", "clld-static.pairs=[[food, fish]]")
+    assert code == 2 and "must name two of the classes" in err
+    assert not results.exists() or not list(results.iterdir())
+
+
+def test_lambda_alias(cli, tiny, results):
+    code, _, err = cli("run", "--datasets", tiny, "--methods", "clld", *FAST, "--set", "clld.lambda=0.7",
+                       "--set", "clld.tau=3")
+    assert code == 0, err
+    spec = json.loads(next(results.glob("clld-adaptive_*/spec.json")).read_text())
+    assert spec["method_config"]["lambda_"] == 0.7 and spec["method_config"]["tau"] == 3.0
