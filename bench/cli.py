@@ -16,6 +16,7 @@ from bench.spec import TrainConfig
 log = logging.getLogger("bench")
 
 DEFAULT_RESULTS = "results"
+DEFAULT_METHODS = "ce,supcon,clld"
 PLANNED = {
     "evaluate": "robustness evaluators on a finished run (issue #4)",
     "report": "paper-style tables from stored results (issue #5)",
@@ -68,8 +69,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     run = sub.add_parser("run", parents=[common], help="train and evaluate shards (no arguments: offline demo)",
                          description="Run every method x dataset x encoder x seed shard; finished shards are "
-                                     "skipped. With no arguments: ce on the demo set with MiniLM.")
-    run.add_argument("--methods", type=comma_list, default=None, help="comma-separated (default: ce)")
+                                     f"skipped. With no arguments: {DEFAULT_METHODS} on the demo set with MiniLM.")
+    run.add_argument("--methods", type=comma_list, default=None,
+                     help=f"comma-separated (default: {DEFAULT_METHODS})")
     run.add_argument("--datasets", type=comma_list, default=None,
                      help="card names or folders with train/test files (default: demo)")
     run.add_argument("--encoder", "--encoders", dest="encoders", type=comma_list, default=None,
@@ -150,7 +152,7 @@ def run_options(args: argparse.Namespace) -> dict[str, Any]:
     if jobs < 1:
         raise BenchError("--jobs must be >= 1")
     return {
-        "methods": args.methods or as_list(file_run.get("methods", "ce")),
+        "methods": args.methods or as_list(file_run.get("methods", DEFAULT_METHODS)),
         "datasets": args.datasets or as_list(file_run.get("datasets", "demo")),
         "encoders": args.encoders or as_list(file_run.get("encoders", "minilm")),
         "seeds": seeds,

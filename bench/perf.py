@@ -2,6 +2,7 @@
 
     python -m bench.perf overhead --dataset mr --data-dir ../shared/data   # Trainer vs a minimal loop
     python -m bench.perf padding  --dataset mr --data-dir ../shared/data   # length grouping + dynamic padding
+    python -m bench.perf methods  --dataset mr --data-dir ../shared/data   # step time of every method vs ce
 
 Rounds alternate between the variants so that machine noise hits both alike; the medians are compared.
 """
@@ -115,6 +116,62 @@ def padding(args: argparse.Namespace) -> dict:
     return report
 
 
+# Encoder passes a method inherently needs per example, counting a forward+backward pass as 1 and a
+# forward-only pass (a no-grad target network) as 1/3.
+INHERENT_PASSES = {"ce": 1.0, "cl": 2.0, "clld-static": 2.0, "clld-adaptive": 2.0, "supcon": 1.0, "lcl": 4.0,
+                   "cline": 3.0, "dcl": 2.0 + 2.0 / 3.0}
+
+
+def methods_step(args: argparse.Namespace) -> dict:
+    """Median optimiser-step time of every method on one identical batch, as a ratio to ce's."""
+    import tempfile
+    from pathlib import Path
+
+    from bench.settings import method_config
+    from methods.base import PrepareContext
+
+    cfg = TrainConfig(batch_size=args.batch_size, max_length=args.max_length, precision=args.precision)
+    data = load_dataset(args.dataset, args.data_dir)
+    names = args.methods.split(",")
+    knobs = {"clld-static": {"pairs": ((data.label_names[0], data.label_names[1]),)}}
+    index = np.arange(args.batch_size)
+    cache = Path(tempfile.mkdtemp(prefix="bench-perf-"))
+    trainers, batches = {}, {}
+    for name in names:
+        seed_everything(0)
+        bundle = build_encoder(args.encoder, data.train.texts, cfg)
+        cls = METHODS.get(name)
+        method = cls(bundle.model, data.num_labels, cls.Config(**dict(method_config(name, knobs.get(name, {})))))
+        method.prepare(PrepareContext(data.train.texts, data.label_names, bundle, 0, cache, cache))
+        trainer = Trainer(method, cfg, torch.device(args.device), bundle.pad_id, 0, bundle.min_length,
+                          progress=False)
+        train = Encoded(bundle.tokenize(data.train.texts), data.train.labels)
+        batches[name] = trainer.batch(train, index)
+        trainers[name] = (trainer, trainer.optimizer())
+        trainer.method.train()
+    times: dict[str, list[float]] = {name: [] for name in names}
+    for round_ in range(args.rounds + 1):  # interleaved: every round times each method once
+        for name in names:
+            trainer, optimizer = trainers[name]
+            start = time.perf_counter()
+            for _ in range(args.steps):
+                trainer.step(batches[name], optimizer)
+            if torch.cuda.is_available():
+                torch.cuda.synchronize()
+            if round_:
+                times[name].append((time.perf_counter() - start) / args.steps)
+    step = {name: statistics.median(v) for name, v in times.items()}
+    base = step.get("ce", next(iter(step.values())))
+    return {"benchmark": "methods", "encoder": args.encoder, "dataset": args.dataset, "batch_size": args.batch_size,
+            "mean_tokens": float(np.mean([len(t) for t in batches[names[0]]["input_ids"]])),
+            "device": args.device, "precision": args.precision, "steps_per_round": args.steps,
+            "rounds": args.rounds, "step_seconds": {k: round(v, 4) for k, v in step.items()},
+            "ratio_vs_ce": {k: round(v / base, 3) for k, v in step.items()},
+            "inherent_passes": {k: round(INHERENT_PASSES.get(k, float("nan")), 3) for k in step},
+            "ratio_over_inherent": {k: round(v / base / INHERENT_PASSES[k], 3) for k, v in step.items()
+                                    if k in INHERENT_PASSES}}
+
+
 def summarise(results: dict[str, list[float]], baseline: str, args: argparse.Namespace) -> dict:
     """Median sequences/s per variant and each variant's ratio to the baseline."""
     medians = {k: statistics.median(v) for k, v in results.items()}
@@ -131,7 +188,8 @@ def main(argv: list[str] | None = None) -> int:
     """Run one benchmark and print its JSON report."""
     parser = argparse.ArgumentParser(prog="python -m bench.perf", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("command", choices=["overhead", "padding"])
+    parser.add_argument("command", choices=["overhead", "padding", "methods"])
+    parser.add_argument("--methods", default=",".join(INHERENT_PASSES), help="for `methods`: which to time")
     parser.add_argument("--dataset", default="demo")
     parser.add_argument("--data-dir", default=None)
     parser.add_argument("--encoder", default="minilm")
@@ -142,7 +200,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--precision", default="auto", choices=["auto", "fp32", "bf16"])
     args = parser.parse_args(argv)
-    report = {"overhead": overhead, "padding": padding}[args.command](args)
+    report = {"overhead": overhead, "padding": padding, "methods": methods_step}[args.command](args)
     json.dump(report, sys.stdout, indent=1)
     print()
     return 0

@@ -154,7 +154,8 @@ def test_no_arguments_means_the_demo():
     from bench.cli import build_parser, run_options
 
     opts = run_options(build_parser().parse_args(["run"]))
-    assert (opts["methods"], opts["datasets"], opts["encoders"], opts["seeds"]) == (["ce"], ["demo"], ["minilm"], [1])
+    assert opts["methods"] == ["ce", "supcon", "clld"]
+    assert (opts["datasets"], opts["encoders"], opts["seeds"]) == (["demo"], ["minilm"], [1])
     assert opts["jobs"] == 1 and not opts["overwrite"] and opts["overrides"] == {} and opts["knobs"] == {}
     from bench.runner import train_config
 
