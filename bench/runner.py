@@ -3,7 +3,6 @@ pool of worker processes, one GPU each when several are visible)."""
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import multiprocessing
 import os

@@ -14,7 +14,7 @@ from bench.errors import BenchError
 from bench.registry import METHODS
 from methods.base import Method, PrepareContext, Progress
 from methods.losses import PowerNorm, alignment_loss, ema_update
-from methods.views import doubled, stacked, word_views
+from methods.views import with_second_view, word_views
 
 
 @dataclass(frozen=True)
@@ -65,11 +65,7 @@ class DCL(Method):
 
     def loss(self, batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
         m = batch["labels"].shape[0]
-        if self.views is not None:
-            rows = stacked(batch, self.views.batch(batch["index"], batch["labels"].device),
-                           pad_id=self.views.pad_id)
-        else:
-            rows = doubled(batch)
+        rows = with_second_view(batch, self.views)
         online = self.encode(rows).pooled
         ce = F.cross_entropy(self.head(online[:m]).float(), batch["labels"])
         prediction = self.predictor(self.projector(online))

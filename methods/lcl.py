@@ -14,7 +14,7 @@ from bench.errors import BenchError
 from bench.registry import METHODS
 from methods.base import Method, PrepareContext
 from methods.losses import lcl_loss
-from methods.views import doubled, stacked, word_views
+from methods.views import with_second_view, word_views
 
 
 @dataclass(frozen=True)
@@ -54,11 +54,7 @@ class LCL(Method):
 
     def loss(self, batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
         m = batch["labels"].shape[0]
-        if self.views is not None:
-            rows = stacked(batch, self.views.batch(batch["index"], batch["labels"].device),
-                           pad_id=self.views.pad_id)
-        else:
-            rows = doubled(batch)
+        rows = with_second_view(batch, self.views)
         labels = torch.cat([batch["labels"], batch["labels"]])
         pooled = self.encode(rows).pooled
         if self.helper_encoder is not None:

@@ -253,6 +253,9 @@ def ema_update(target: nn.Module, online: nn.Module, momentum: float) -> None:
         theta = online_params[name]
         if xi.shape != theta.shape:
             raise ValueError(f"ema_update: parameter {name} has shape {tuple(xi.shape)} vs {tuple(theta.shape)}")
-        xi.mul_(momentum).add_(theta.detach().to(xi.dtype), alpha=1.0 - momentum)
+    xis = list(target_params.values())
+    thetas = [online_params[name].detach().to(xi.dtype) for name, xi in target_params.items()]
+    torch._foreach_mul_(xis, momentum)  # multi-tensor kernels: one launch for all parameters
+    torch._foreach_add_(xis, thetas, alpha=1.0 - momentum)
     for name, buffer in target_buffers.items():
         buffer.copy_(online_buffers[name])

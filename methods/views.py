@@ -70,3 +70,10 @@ def word_views(context: PrepareContext, kind: str, rate: float) -> TokenViews:
     replaced = [[int(w >= 0 and v.replaced[w]) for w in wid] for v, wid in zip(views, word_ids)]
     labels = np.zeros(len(ids), dtype=np.int64)
     return TokenViews(Encoded(ids, labels), replaced, context.bundle.pad_id, context.bundle.min_length)
+
+
+def with_second_view(batch: dict[str, torch.Tensor], views: TokenViews | None) -> dict[str, torch.Tensor]:
+    """2M rows: the batch followed by its word-substitution views, or by itself (a dropout twin) without views."""
+    if views is None:
+        return doubled(batch)
+    return stacked(batch, views.batch(batch["index"], batch["labels"].device), pad_id=views.pad_id)
