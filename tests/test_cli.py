@@ -31,7 +31,7 @@ def test_help_and_lists(cli, capsys):
 
 
 def test_end_to_end_run_writes_a_complete_run_folder(cli, tiny, results):
-    code, out, err = cli("run", "--datasets", tiny, "--seeds", "1,2", *FAST)
+    code, out, err = cli("run", "--methods", "ce", "--datasets", tiny, "--seeds", "1,2", *FAST)
     assert code == 0, err
     assert re.search(r"tiny\s+tiny-bert\s+ce\s+2\s", out)  # summary table: one line, two seeds
     folders = run_dirs(results)
@@ -69,15 +69,15 @@ def test_end_to_end_run_writes_a_complete_run_folder(cli, tiny, results):
 
 
 def test_rerun_skips_and_overwrite_recomputes(cli, tiny, results):
-    assert cli("run", "--datasets", tiny, *FAST)[0] == 0
+    assert cli("run", "--methods", "ce", "--datasets", tiny, *FAST)[0] == 0
     rows_file = next(results.glob("*/rows.json"))
     first = rows_file.read_text()
     started = time.perf_counter()
-    code, out, err = cli("run", "--datasets", tiny, *FAST)
+    code, out, err = cli("run", "--methods", "ce", "--datasets", tiny, *FAST)
     assert code == 0 and "skipped" in err
     assert time.perf_counter() - started < 5
     assert rows_file.read_text() == first
-    code, _, err = cli("run", "--datasets", tiny, *FAST, "--overwrite")
+    code, _, err = cli("run", "--methods", "ce", "--datasets", tiny, *FAST, "--overwrite")
     assert code == 0 and "done" in err
     again = json.loads(rows_file.read_text())
     assert again[0]["finished_at"] != json.loads(first)[0]["finished_at"]
@@ -86,8 +86,8 @@ def test_rerun_skips_and_overwrite_recomputes(cli, tiny, results):
 
 
 def test_changed_settings_make_a_new_run(cli, tiny, results):
-    assert cli("run", "--datasets", tiny, *FAST)[0] == 0
-    assert cli("run", "--datasets", tiny, *FAST, "--head-dropout", "0.2")[0] == 0
+    assert cli("run", "--methods", "ce", "--datasets", tiny, *FAST)[0] == 0
+    assert cli("run", "--methods", "ce", "--datasets", tiny, *FAST, "--head-dropout", "0.2")[0] == 0
     assert len(run_dirs(results)) == 2
 
 
@@ -102,7 +102,7 @@ def test_bad_input_exits_with_one_line_and_no_rows(cli, tiny, results, args, mes
     import datasets as hf_datasets
 
     monkeypatch.setattr(hf_datasets, "load_dataset", lambda *a, **k: (_ for _ in ()).throw(ConnectionError("offline")))
-    base = ["run", "--datasets", tiny, *FAST]
+    base = ["run", "--methods", "ce", "--datasets", tiny, *FAST]
     code, out, err = cli(*base, *args)
     assert code == 2
     assert message in err
@@ -113,7 +113,7 @@ def test_bad_input_exits_with_one_line_and_no_rows(cli, tiny, results, args, mes
 def test_bad_data_file_exits_cleanly(cli, tmp_path, results):
     write_jsonl(tmp_path / "d" / "train.jsonl", [{"text": "a", "label": "x"}, {"text": "", "label": "y"}])
     write_jsonl(tmp_path / "d" / "test.jsonl", [{"text": "a", "label": "x"}])
-    code, _, err = cli("run", "--datasets", tmp_path / "d", *FAST)
+    code, _, err = cli("run", "--methods", "ce", "--datasets", tmp_path / "d", *FAST)
     assert code == 2 and "have empty text" in err
     assert not results.exists() or not list(results.glob("*/rows.json"))
 
@@ -143,7 +143,7 @@ def test_planned_commands_say_so(cli):
 
 
 def test_parallel_jobs(cli, tiny, results):
-    code, out, err = cli("run", "--datasets", tiny, "--seeds", "1-3", "--jobs", "2", *FAST)
+    code, out, err = cli("run", "--methods", "ce", "--datasets", tiny, "--seeds", "1-3", "--jobs", "2", *FAST)
     assert code == 0, err
     assert len(list(results.glob("*/rows.json"))) == 3
     table = pd.read_parquet(results / "results.parquet")
@@ -167,7 +167,7 @@ def test_killed_shard_resumes_on_the_next_run(cli, tiny, tmp_path, monkeypatch):
     from bench.trainer import Trainer
     from test_trainer import Killed
 
-    args = ["run", "--datasets", tiny, *FAST, "--epochs", "3"]
+    args = ["run", "--methods", "ce", "--datasets", tiny, *FAST, "--epochs", "3"]
     assert cli(*args, "--results-dir", tmp_path / "reference")[0] == 0
     original_save = Trainer.save
     calls = []
@@ -202,7 +202,7 @@ def test_out_of_memory_fails_the_shard_with_advice(cli, tiny, results, monkeypat
         raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 20.00 GiB")
 
     monkeypatch.setattr(CrossEntropy, "loss", oom)
-    code, _, err = cli("run", "--datasets", tiny, *FAST)
+    code, _, err = cli("run", "--methods", "ce", "--datasets", tiny, *FAST)
     assert code == 1
     assert "out of memory at batch size 8" in err and "lower --batch-size" in err
     assert not list(results.glob("*/rows.json"))

