@@ -14,7 +14,8 @@ def softmax(logits: np.ndarray) -> np.ndarray:
 
 
 def classification_records(gold: np.ndarray, predicted: np.ndarray, label_names: list[str]) -> list[dict]:
-    """Accuracy, macro-F1 (over classes in gold or predictions, as scikit-learn does) and per-class precision/recall/F1 (label = class name; '' for aggregates)."""
+    """Accuracy, macro-F1 (over classes in gold or predictions, as scikit-learn does) and per-class
+    precision/recall/F1 (label = class name; '' for aggregates)."""
     labels = list(range(len(label_names)))
     n = len(gold)
     records = [

@@ -91,7 +91,7 @@ def train_and_evaluate(spec: RunSpec, data: TextData, run_dir: Path, device_name
     method = method_class(bundle.model, data.num_labels, method_class.Config(**dict(spec.method_config)),
                           head_dropout=spec.train.head_dropout)
     method.prepare(PrepareContext(data.train.texts, data.label_names, bundle, spec.seed,
-                                  cache_dir=run_dir.parent / CACHE, results_dir=run_dir.parent))
+                                  cache_dir=run_dir.parent / CACHE, results_dir=run_dir.parent, spec=spec))
     encoded = {s: Encoded(bundle.tokenize(getattr(data, s).texts), getattr(data, s).labels)
                for s in ("train", "validation", "test")}
     trainer = Trainer(method, spec.train, device, bundle.pad_id, spec.seed, bundle.min_length,

@@ -35,6 +35,7 @@ class PrepareContext:
     seed: int
     cache_dir: Path
     results_dir: Path
+    spec: Any = None  # the shard's RunSpec, where the method needs to find related runs
 
 
 @dataclass(frozen=True)

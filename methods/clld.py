@@ -5,6 +5,7 @@ distances learnt from validation confusion, Algorithm 1)."""
 from __future__ import annotations
 
 import csv
+import dataclasses
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -69,9 +70,10 @@ class ContrastiveUniform(Method):
 
 @dataclass(frozen=True)
 class StaticConfig(CLConfig):
-    """Static LDM: entries of the named confusing `pairs` (class names), of a `matrix` file (CSV/YAML N x N of
-    multipliers or pairs), or of the `top_k` most confused pairs of a finished run's validation confusion
-    (`ldm_from`: a run folder or run key) are set to tau * boost, symmetrically."""
+    """Static LDM: entries of the named confusing `pairs` (class names) or of the `top_k` most confused pairs of
+    a finished run's validation confusion (`ldm_from`: a run folder, a run key, or a method name such as `ce`
+    meaning that method's run with the same dataset, encoder, seed and training settings) are set to
+    tau * boost, symmetrically; or `matrix` gives an N x N CSV/YAML file of multipliers of tau."""
 
     pairs: tuple = ()
     matrix: str = ""
@@ -116,22 +118,36 @@ def confused_pairs(confusion: np.ndarray, k: int) -> list[tuple[int, int]]:
     return [(i, j) for count, i, j in sorted(pairs, key=lambda p: (-p[0], p[1], p[2]))[:k] if count > 0]
 
 
-def run_confusion(ldm_from: str, results_dir: Path, label_names: list[str]) -> np.ndarray:
-    """The best-epoch validation confusion of a finished run (folder path or run key under results_dir)."""
-    folder = Path(ldm_from).expanduser()
-    if not folder.is_dir():
-        folder = results_dir / ldm_from
+def sibling_key(method: str, spec: Any) -> str:
+    """The run key of `method` (default knobs) with the same dataset, encoder, seed and settings as `spec`."""
+    from bench.settings import method_config
+
+    name = METHODS.canonical(method)
+    return dataclasses.replace(spec, method=name, method_config=method_config(name, {})).key
+
+
+def run_confusion(ldm_from: str, results_dir: Path, label_names: list[str], spec: Any = None) -> np.ndarray:
+    """The best-epoch validation confusion of a finished run (folder, run key, or sibling method's run)."""
+    if ldm_from in METHODS:
+        if spec is None:
+            raise BenchError(f"ldm_from={ldm_from!r} names a method; it needs the shard's run spec")
+        folder = results_dir / sibling_key(ldm_from, spec)
+    else:
+        folder = Path(ldm_from).expanduser()
+        if not folder.is_dir():
+            folder = results_dir / ldm_from
     path = folder / "confusion.json"
     if not path.is_file():
-        raise BenchError(f"ldm_from={ldm_from!r}: no finished run there (no {path}); run it first or give "
-                         "a run folder")
+        first = ldm_from if ldm_from in METHODS else "ce"
+        raise BenchError(f"ldm_from={ldm_from!r}: no finished run there (no {path}); run it first (e.g. list "
+                         f"{first} before clld-static in --methods) or give a run folder")
     stored = json.loads(path.read_text())
     if stored["labels"] != label_names:
         raise BenchError(f"ldm_from={ldm_from!r}: that run's classes differ from this dataset's")
     return np.array(stored["validation"] or stored["test"])
 
 
-def static_ldm(config: StaticConfig, label_names: list[str], results_dir: Path) -> np.ndarray:
+def static_ldm(config: StaticConfig, label_names: list[str], results_dir: Path, spec: Any = None) -> np.ndarray:
     """The static label-distance matrix for a dataset."""
     n = len(label_names)
     ldm = np.full((n, n), config.tau)
@@ -146,7 +162,7 @@ def static_ldm(config: StaticConfig, label_names: list[str], results_dir: Path) 
                                  f"{', '.join(label_names)}")
             pairs.append((index[pair[0]], index[pair[1]]))
     else:
-        pairs = confused_pairs(run_confusion(config.ldm_from, results_dir, label_names), config.top_k)
+        pairs = confused_pairs(run_confusion(config.ldm_from, results_dir, label_names, spec), config.top_k)
     for i, j in pairs:
         ldm[i, j] = ldm[j, i] = config.tau * config.boost
     return ldm
@@ -160,10 +176,11 @@ class CLLDStatic(ContrastiveUniform):
 
     @classmethod
     def validate(cls, config: StaticConfig, label_names: list[str], results_dir: Path) -> None:
-        static_ldm(config, label_names, results_dir)
+        if config.ldm_from not in METHODS:  # a sibling run may be produced earlier in the same invocation
+            static_ldm(config, label_names, results_dir)
 
     def prepare(self, context: PrepareContext) -> None:
-        matrix = static_ldm(self.config, context.label_names, context.results_dir)
+        matrix = static_ldm(self.config, context.label_names, context.results_dir, context.spec)
         self.ldm.copy_(torch.as_tensor(matrix, dtype=self.ldm.dtype))
 
 

@@ -272,3 +272,25 @@ def test_lambda_alias(cli, tiny, results):
     assert code == 0, err
     spec = json.loads(next(results.glob("clld-adaptive_*/spec.json")).read_text())
     assert spec["method_config"]["lambda_"] == 0.7 and spec["method_config"]["tau"] == 3.0
+
+
+def test_static_ldm_from_the_sibling_ce_run(cli, tiny, results):
+    code, out, err = cli("run", "--datasets", tiny, "--methods", "ce,clld-static", *FAST, "--seeds", "1,2",
+                         "--set", "clld-static.ldm_from=ce", "--set", "clld-static.top_k=1")
+    assert code == 0, err
+    for seed in (1, 2):
+        ce_run = next(results.glob(f"ce_tiny_*_s{seed}_*"))
+        validation = np.array(json.loads((ce_run / "confusion.json").read_text())["validation"])
+        (i, j), = confused_pairs(validation, 1) or [(None, None)]
+        ldm = np.array(json.loads(next(results.glob(f"clld-static_tiny_*_s{seed}_*/method_state.json"))
+                                  .read_text())["ldm"])
+        if i is None:  # the ce run confused nothing: the LDM stays uniform
+            assert np.all(ldm == 5.0)
+        else:
+            assert ldm[i, j] == ldm[j, i] == 10.0 and (ldm == 10.0).sum() == 2
+
+
+def test_static_ldm_from_a_missing_sibling_fails_the_shard(cli, tiny, results):
+    code, _, err = cli("run", "--datasets", tiny, "--methods", "clld-static", *FAST,
+                       "--set", "clld-static.ldm_from=ce")
+    assert code == 1 and "no finished run there" in err
