@@ -94,3 +94,16 @@ def test_cli_set_and_config_reach_the_run(cli, tiny, results, tmp_path):
 def test_cli_bad_set_is_one_line(cli, tiny):
     code, _, err = cli("run", "--datasets", tiny, *FAST, "--set", "kt.nope=1")
     assert code == 2 and err.startswith("error: method 'knobs-test' has no setting 'nope'")
+
+
+def test_shipped_config_files_are_valid():
+    from pathlib import Path
+
+    from bench.cli import seed_list
+
+    for path in sorted((Path(__file__).resolve().parent.parent / "configs").glob("*.yaml")):
+        run, settings = load_config_file(str(path))
+        for method in run["methods"]:
+            assert method in METHODS, (path.name, method)
+        split_settings(settings)
+        assert seed_list(str(run["seeds"]))
