@@ -12,9 +12,9 @@ from torch import nn
 
 from bench.errors import BenchError
 from bench.registry import METHODS
-from methods.base import Method, PrepareContext, Progress
+from methods.base import Method, Progress
 from methods.losses import PowerNorm, alignment_loss, ema_update
-from methods.views import with_second_view, word_views
+from methods.views import SecondView
 
 
 @dataclass(frozen=True)
@@ -46,7 +46,7 @@ def mlp(config: DCLConfig, dim_in: int) -> nn.Sequential:
 
 
 @METHODS.register("dcl")
-class DCL(Method):
+class DCL(SecondView, Method):
     """CE + symmetric alignment loss against a separate EMA target network (stop-gradient)."""
 
     Config = DCLConfig
@@ -57,15 +57,10 @@ class DCL(Method):
         self.predictor = mlp(self.config, self.config.out)
         self.target_encoder = copy.deepcopy(encoder).requires_grad_(False)
         self.target_projector = copy.deepcopy(self.projector).requires_grad_(False)
-        self.views = None
-
-    def prepare(self, context: PrepareContext) -> None:
-        if self.config.views == "synonym":
-            self.views = word_views(context, "syn", self.config.syn_rate)
 
     def loss(self, batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
         m = batch["labels"].shape[0]
-        rows = with_second_view(batch, self.views)
+        rows = self.paired_rows(batch)
         online = self.encode(rows).pooled
         ce = F.cross_entropy(self.head(online[:m]).float(), batch["labels"])
         prediction = self.predictor(self.projector(online))

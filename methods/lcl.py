@@ -12,9 +12,9 @@ from torch import nn
 
 from bench.errors import BenchError
 from bench.registry import METHODS
-from methods.base import Method, PrepareContext
+from methods.base import Method
 from methods.losses import lcl_loss
-from methods.views import with_second_view, word_views
+from methods.views import SecondView
 
 
 @dataclass(frozen=True)
@@ -37,7 +37,7 @@ class LCLConfig:
 
 
 @METHODS.register("lcl")
-class LCL(Method):
+class LCL(SecondView, Method):
     """CE + label-aware contrastive loss weighted by a helper classifier's (undetached) class probabilities."""
 
     Config = LCLConfig
@@ -46,15 +46,10 @@ class LCL(Method):
         super().__init__(encoder, num_labels, config, head_dropout)
         self.helper_encoder = copy.deepcopy(encoder) if self.config.weighting == "separate" else None
         self.helper_head = nn.Sequential(nn.Dropout(head_dropout), nn.Linear(encoder.hidden_size, num_labels))
-        self.views = None
-
-    def prepare(self, context: PrepareContext) -> None:
-        if self.config.views == "synonym":
-            self.views = word_views(context, "syn", self.config.syn_rate)
 
     def loss(self, batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
         m = batch["labels"].shape[0]
-        rows = with_second_view(batch, self.views)
+        rows = self.paired_rows(batch)
         labels = torch.cat([batch["labels"], batch["labels"]])
         pooled = self.encode(rows).pooled
         if self.helper_encoder is not None:

@@ -77,3 +77,18 @@ def with_second_view(batch: dict[str, torch.Tensor], views: TokenViews | None) -
     if views is None:
         return doubled(batch)
     return stacked(batch, views.batch(batch["index"], batch["labels"].device), pad_id=views.pad_id)
+
+
+class SecondView:
+    """Mixin for methods with a second view per example: WordNet synonyms at `config.syn_rate` when
+    `config.views == "synonym"`, else a dropout twin."""
+
+    views: TokenViews | None = None
+
+    def prepare(self, context: PrepareContext) -> None:
+        if self.config.views == "synonym":
+            self.views = word_views(context, "syn", self.config.syn_rate)
+
+    def paired_rows(self, batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        """2M rows: the batch, then its second views."""
+        return with_second_view(batch, self.views)
