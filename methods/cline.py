@@ -4,6 +4,7 @@ view is pulled towards the original and an antonym view pushed away, and a token
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 import torch
 import torch.nn.functional as F
@@ -13,7 +14,7 @@ from bench.errors import BenchError
 from bench.registry import METHODS
 from methods.base import Method, PrepareContext
 from methods.losses import cline_bce_loss, cline_contrastive_loss, replaced_token_loss
-from methods.views import stacked, word_views
+from methods.views import require_wordnet, stacked, word_views
 
 
 @dataclass(frozen=True)
@@ -47,6 +48,10 @@ class CLINE(Method):
         self.rtd_head = nn.Linear(getattr(encoder, "token_size", encoder.hidden_size), 1)
         self.log_vars = nn.Parameter(torch.zeros(3)) if self.config.weights == "learned" else None
         self.syn = self.ant = None
+
+    @classmethod
+    def validate(cls, config: CLINEConfig, label_names: list[str], results_dir: Path) -> None:
+        require_wordnet()
 
     def prepare(self, context: PrepareContext) -> None:
         self.syn = word_views(context, "syn", self.config.syn_rate)

@@ -4,6 +4,8 @@ word-substitution views of the training texts."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
@@ -79,11 +81,23 @@ def with_second_view(batch: dict[str, torch.Tensor], views: TokenViews | None) -
     return stacked(batch, views.batch(batch["index"], batch["labels"].device), pad_id=views.pad_id)
 
 
+def require_wordnet() -> None:
+    """Fail before any shard starts when WordNet is missing (the error says how to install it)."""
+    from bench.wordnet import load_wordnet
+
+    load_wordnet()
+
+
 class SecondView:
     """Mixin for methods with a second view per example: WordNet synonyms at `config.syn_rate` when
     `config.views == "synonym"`, else a dropout twin."""
 
     views: TokenViews | None = None
+
+    @classmethod
+    def validate(cls, config: Any, label_names: list[str], results_dir: Path) -> None:
+        if config.views == "synonym":
+            require_wordnet()
 
     def prepare(self, context: PrepareContext) -> None:
         if self.config.views == "synonym":

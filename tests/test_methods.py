@@ -294,3 +294,17 @@ def test_static_ldm_from_a_missing_sibling_fails_the_shard(cli, tiny, results):
     code, _, err = cli("run", "--datasets", tiny, "--methods", "clld-static", *FAST,
                        "--set", "clld-static.ldm_from=ce")
     assert code == 1 and "no finished run there" in err
+
+
+@pytest.mark.parametrize("name,extra", [("cline", []), ("dcl", []), ("lcl", ["--set", "lcl.views=synonym"])])
+def test_missing_wordnet_fails_before_any_shard(name, extra, cli, tiny, results, monkeypatch):
+    import bench.wordnet
+
+    def missing():
+        raise BenchError("WordNet not found: apt-get install wordnet-base wordnet-sense-index "
+                         "or python -m nltk.downloader wordnet")
+
+    monkeypatch.setattr(bench.wordnet, "load_wordnet", missing)
+    code, _, err = cli("run", "--datasets", tiny, "--methods", name, *FAST, *extra)
+    assert code == 2 and "apt-get install wordnet-base wordnet-sense-index" in err
+    assert not results.exists() or not list(results.glob("*/rows.json"))
