@@ -149,6 +149,7 @@ def methods_step(args: argparse.Namespace) -> dict:
         batches[name] = trainer.batch(train, index)
         trainers[name] = (trainer, trainer.optimizer())
         trainer.method.train()
+    work = {name: encoder_work(trainers[name][0], batches[name]) for name in names}
     times: dict[str, list[float]] = {name: [] for name in names}
     for round_ in range(args.rounds + 1):  # interleaved: every round times each method once
         for name in names:
@@ -161,15 +162,38 @@ def methods_step(args: argparse.Namespace) -> dict:
             if round_:
                 times[name].append((time.perf_counter() - start) / args.steps)
     step = {name: statistics.median(v) for name, v in times.items()}
-    base = step.get("ce", next(iter(step.values())))
+    base_name = "ce" if "ce" in step else names[0]
+    base, base_work = step[base_name], work[base_name]
     return {"benchmark": "methods", "encoder": args.encoder, "dataset": args.dataset, "batch_size": args.batch_size,
-            "mean_tokens": float(np.mean([len(t) for t in batches[names[0]]["input_ids"]])),
+            "padded_width": int(batches[names[0]]["input_ids"].shape[1]),
             "device": args.device, "precision": args.precision, "steps_per_round": args.steps,
             "rounds": args.rounds, "step_seconds": {k: round(v, 4) for k, v in step.items()},
             "ratio_vs_ce": {k: round(v / base, 3) for k, v in step.items()},
             "inherent_passes": {k: round(INHERENT_PASSES.get(k, float("nan")), 3) for k in step},
             "ratio_over_inherent": {k: round(v / base / INHERENT_PASSES[k], 3) for k, v in step.items()
-                                    if k in INHERENT_PASSES}}
+                                    if k in INHERENT_PASSES},
+            "encoder_tokens_vs_ce": {k: round(work[k] / base_work, 3) for k in step},
+            "ratio_over_encoder_tokens": {k: round(v / base / (work[k] / base_work), 3) for k, v in step.items()}}
+
+
+def encoder_work(trainer: Trainer, batch: dict[str, torch.Tensor]) -> float:
+    """Padded tokens one training step feeds through encoders: with-gradient passes count 1, no-gradient
+    passes (a momentum target) 1/3 (a forward is about a third of forward + backward)."""
+    from bench.encoders import TextEncoder
+
+    seen: list[float] = []
+
+    def record(module: torch.nn.Module, inputs: tuple) -> None:
+        seen.append(inputs[0].numel() * (1.0 if torch.is_grad_enabled() else 1.0 / 3.0))
+
+    hooks = [m.register_forward_pre_hook(record) for m in trainer.method.modules() if isinstance(m, TextEncoder)]
+    try:
+        with trainer.autocast():
+            trainer.method.loss(batch)
+    finally:
+        for hook in hooks:
+            hook.remove()
+    return sum(seen)
 
 
 def summarise(results: dict[str, list[float]], baseline: str, args: argparse.Namespace) -> dict:
