@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from sklearn.metrics import confusion_matrix
 
 import methods  # noqa: F401  (registers the methods)
 from bench import store
@@ -105,8 +106,6 @@ def train_and_evaluate(spec: RunSpec, data: TextData, run_dir: Path, device_name
     store.write_jsonl_gz(run_dir / "predictions.jsonl.gz", [
         {"id": i, "gold": names[g], "predicted": names[p], "probabilities": np.round(pr, 6).tolist()}
         for i, g, p, pr in zip(data.test.ids, data.test.labels, predicted, probabilities)])
-    from sklearn.metrics import confusion_matrix
-
     best_val_confusion = fit.history[fit.best_epoch - 1]["val_confusion"] if fit.best_epoch else None
     store.write_json(run_dir / "confusion.json", {
         "labels": names,
@@ -123,6 +122,7 @@ def train_and_evaluate(spec: RunSpec, data: TextData, run_dir: Path, device_name
             "seed": spec.seed, "evaluator": "clean"}
     meta = {"config_hash": spec.config_hash, "data_fingerprint": spec.data_fingerprint,
             "best_epoch": fit.best_epoch, "epochs_run": len(fit.history), "wall_seconds": round(wall, 2),
+            "train_seconds": round(sum(h["seconds"] for h in fit.history), 2),  # all epochs, across resumes
             **provenance(device), "finished_at": datetime.now(timezone.utc).isoformat()}
     rows = [{**base, "split": "test", **record, **meta}
             for record in classification_records(data.test.labels, predicted, names)]
