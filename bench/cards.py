@@ -11,7 +11,9 @@ import yaml
 from bench.errors import BenchError
 from bench.registry import DATASETS
 
-CARDS_DIR = Path(__file__).resolve().parent.parent / "datasets"
+SOURCE_CARDS = Path(__file__).resolve().parent.parent / "datasets"  # a checkout or editable install
+# (checked by a card file: beside an installed wheel, site-packages/datasets is Hugging Face's package)
+CARDS_DIR = SOURCE_CARDS if (SOURCE_CARDS / "demo.yaml").is_file() else Path(__file__).resolve().parent / "cards"
 REQUIRED_KEYS = ("name", "title", "labels", "sizes")
 
 
