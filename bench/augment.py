@@ -9,7 +9,6 @@ import importlib.util
 import json
 import math
 import os
-import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from bench.errors import BenchError
+from bench.store import write_jsonl_gz
 from bench.wordnet import load_wordnet
 
 # Bump when the substitution rules change: cached views of an older version are then ignored.
@@ -390,13 +390,4 @@ def _read_cache(path: Path, count: int) -> list[Augmented] | None:
 
 def _write_cache(path: Path, views: Sequence[Augmented]) -> None:
     """Store views at path as gzip JSON Lines, atomically."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as raw, gzip.open(raw, "wt", encoding="utf-8") as fh:
-            for view in views:
-                fh.write(json.dumps({"tokens": view.tokens, "replaced": view.replaced}) + "\n")
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
+    write_jsonl_gz(path, [{"tokens": view.tokens, "replaced": view.replaced} for view in views])

@@ -5,12 +5,12 @@ from __future__ import annotations
 import functools
 import os
 import shutil
-import tempfile
 import warnings
 from pathlib import Path
 from typing import Any
 
 from bench.errors import BenchError
+from bench.store import atomic_path
 
 DEBIAN_DIR = Path("/usr/share/wordnet")
 INSTALL_HINT = ("WordNet not found (no nltk data, no Debian dict files); install it with "
@@ -126,23 +126,11 @@ def _same_size(source: Path, copy: Path) -> bool:
 
 def _atomic_copy(source: Path, destination: Path) -> None:
     """Copy source's bytes to destination so that readers never see a partial file."""
-    fd, tmp = tempfile.mkstemp(dir=destination.parent, prefix=f".{destination.name}.", suffix=".tmp")
-    os.close(fd)
-    try:
+    with atomic_path(destination) as tmp:
         shutil.copyfile(source, tmp)
-        os.replace(tmp, destination)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
 
 
 def _atomic_write(destination: Path, text: str) -> None:
     """Write text to destination so that readers never see a partial file."""
-    fd, tmp = tempfile.mkstemp(dir=destination.parent, prefix=f".{destination.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-        os.replace(tmp, destination)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
+    with atomic_path(destination) as tmp:
+        tmp.write_text(text, encoding="utf-8")
