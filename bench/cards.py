@@ -33,6 +33,7 @@ class Card:
     generator: str | None = None
     paper: dict[str, Any] = field(default_factory=dict)
     defaults: dict[str, Any] = field(default_factory=dict)
+    evaluation: dict[str, Any] = field(default_factory=dict)  # default robustness sets (contrast_set, attack_data)
     notes: str = ""
     path: str = ""
 
@@ -63,6 +64,7 @@ def parse_card(path: Path) -> Card:
         generator=raw.get("generator"),
         paper=dict(raw.get("paper") or {}),
         defaults=dict(raw.get("defaults") or {}),
+        evaluation=dict(raw.get("evaluation") or {}),
         notes=raw.get("notes") or "",
         path=str(path),
     )

@@ -18,7 +18,6 @@ log = logging.getLogger("bench")
 DEFAULT_RESULTS = "results"
 DEFAULT_METHODS = "ce,supcon,clld"
 PLANNED = {
-    "evaluate": "robustness evaluators on a finished run (issue #4)",
     "report": "paper-style tables from stored results (issue #5)",
     "plot": "heatmaps and curves from stored results (issue #5)",
     "results": "the tidy results table with filters and export (issue #5)",
@@ -55,6 +54,42 @@ def seed_list(text: str) -> list[int]:
     return seeds
 
 
+EVAL_HELP = {
+    "attack_n": "textfooler: examples attacked (a fixed sample of the test split)",
+    "attack_mode": "textfooler: adaptive (attack each model) | transfer (score a fixed adversarial set)",
+    "attack_source": "textfooler transfer: run key whose adversarial examples are used",
+    "attack_backend": "textfooler: builtin | textattack (cross-check; pip install textattack)",
+    "attack_data": "textfooler: file or folder of texts to attack instead of the test split",
+    "word_vectors": "textfooler: counter-fitted vectors file (word v1 .. vd); default GloVe-6B-50d",
+    "contrast_set": "contrast: folder or name of a contrast set (default: the dataset card's)",
+    "contrast_split": "contrast: split of the contrast set",
+    "checklist_suite": "checklist: JSON Lines suite file (default: built-in generators)",
+    "checklist_n": "checklist: test texts perturbed by the built-in generators",
+    "tsne": "repr: also store 2-D t-SNE coordinates of a test sample",
+    "tsne_n": "repr: examples in the t-SNE sample",
+    "data_dir": "",
+}
+
+
+def add_evaluator_options(parser: argparse.ArgumentParser) -> None:
+    """`--evaluators` and every evaluator option (defaults from EvalOptions)."""
+    from bench.evaluators.base import EvalOptions
+
+    parser.add_argument("--evaluators", type=comma_list, default=None,
+                        help="comma-separated evaluators (default: all that fit the dataset; 'none' for none)")
+    defaults = EvalOptions()
+    for name in EvalOptions.field_names():
+        if name == "data_dir":
+            continue
+        default = getattr(defaults, name)
+        flag = f"--{name.replace('_', '-')}"
+        if isinstance(default, bool):
+            parser.add_argument(flag, dest=name, action="store_true", default=None, help=EVAL_HELP[name])
+        else:
+            parser.add_argument(flag, dest=name, type=type(default), default=None,
+                                help=f"{EVAL_HELP[name]} (default: {default!r})")
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser with every subcommand."""
     common = argparse.ArgumentParser(add_help=False)
@@ -64,7 +99,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
     lister = sub.add_parser("list", parents=[common], help="list registered methods, datasets or encoders")
-    lister.add_argument("what", choices=["methods", "datasets", "encoders"])
+    lister.add_argument("what", choices=["methods", "datasets", "encoders", "evaluators"])
     lister.add_argument("--verbose", "-v", action="store_true", help="show settings and details")
 
     run = sub.add_parser("run", parents=[common], help="train and evaluate shards (no arguments: offline demo)",
@@ -94,6 +129,21 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--jobs", type=int, default=None, help="worker processes, one GPU each when several (default: 1)")
     run.add_argument("--device", default="auto", help="auto | cpu | cuda | cuda:N")
     run.add_argument("--no-progress", action="store_true", help="hide progress bars")
+    run.add_argument("--no-save-model", dest="save_model", action="store_false", default=None,
+                     help="do not keep the trained weights (model.pt); `bench evaluate` then cannot score the run")
+    add_evaluator_options(run)
+
+    evaluate = sub.add_parser("evaluate", parents=[common], help="run evaluators on finished runs (no retraining)",
+                              description="Score finished runs with evaluators from their saved models; stored "
+                                          "evaluations with the same settings are skipped unless --overwrite.")
+    evaluate.add_argument("runs", nargs="+", metavar="RUN",
+                          help="run keys, glob patterns such as 'ce_mr_*', or run folders")
+    evaluate.add_argument("--results-dir", default=None,
+                          help=f"where runs are stored (default: $BENCH_RESULTS_DIR or ./{DEFAULT_RESULTS})")
+    evaluate.add_argument("--data-dir", default=None, help="where the runs' datasets are (default: as recorded)")
+    evaluate.add_argument("--device", default="auto", help="auto | cpu | cuda | cuda:N")
+    evaluate.add_argument("--overwrite", action="store_true", help="recompute stored evaluations")
+    add_evaluator_options(evaluate)
 
     for name, what in PLANNED.items():
         stub = sub.add_parser(name, parents=[common], help=f"(not implemented yet) {what}")
@@ -124,6 +174,14 @@ def cmd_list(args: argparse.Namespace) -> int:
                 hub = (card.hub or {}).get("id") or "-"
                 print(f"    hub: {hub}; local files: {', '.join(card.local_splits) or '-'}; paper: "
                       f"{card.paper or '-'}")
+    elif args.what == "evaluators":
+        import bench.evaluators  # noqa: F401
+        from bench.registry import EVALUATORS
+
+        for name, cls in EVALUATORS.items():
+            print(f"{name}: {first_line(cls.__doc__)}")
+            if args.verbose and cls.option_names:
+                print(f"    options: {', '.join('--' + o.replace('_', '-') for o in cls.option_names)}")
     else:
         for name, factory in ENCODERS.items():
             print(f"{name}: {first_line(factory.__doc__)}")
@@ -148,6 +206,8 @@ def run_options(args: argparse.Namespace) -> dict[str, Any]:
         seeds = args.seeds or seed_list(",".join(str(s) for s in as_list(file_run.get("seeds", 1))))
     except argparse.ArgumentTypeError as exc:
         raise BenchError(f"config file {args.config}: {exc}") from exc
+    data_dir = args.data_dir or file_run.get("data_dir")
+    request = shard_request(args, file_run, data_dir)
     jobs = args.jobs if args.jobs is not None else int(file_run.get("jobs", 1))
     if jobs < 1:
         raise BenchError("--jobs must be >= 1")
@@ -158,7 +218,8 @@ def run_options(args: argparse.Namespace) -> dict[str, Any]:
         "seeds": seeds,
         "overrides": overrides,
         "knobs": knobs,
-        "data_dir": args.data_dir or file_run.get("data_dir"),
+        "data_dir": data_dir,
+        "request": request,
         "results_dir": Path(args.results_dir or file_run.get("results_dir") or os.environ.get("BENCH_RESULTS_DIR")
                             or DEFAULT_RESULTS),
         "jobs": jobs,
@@ -167,15 +228,65 @@ def run_options(args: argparse.Namespace) -> dict[str, Any]:
     }
 
 
+def eval_options(args: argparse.Namespace, file_run: dict[str, Any], data_dir: str | None) -> Any:
+    """Evaluator options: EvalOptions defaults < config file < command-line flags."""
+    from bench.evaluators.base import EvalOptions
+    from bench.settings import coerce
+
+    values: dict[str, Any] = {}
+    defaults = EvalOptions()
+    for name in EvalOptions.field_names():
+        flag = getattr(args, name, None) if name != "data_dir" else None
+        value = flag if flag is not None else file_run.get(name)
+        if value is not None:
+            values[name] = coerce(name, value, getattr(defaults, name))
+    values["data_dir"] = str(data_dir or os.environ.get("BENCH_DATA_DIR") or "")
+    options = EvalOptions(**values)
+    if options.attack_mode not in ("adaptive", "transfer"):
+        raise BenchError(f"--attack-mode {options.attack_mode!r}: use adaptive or transfer")
+    if options.attack_mode == "transfer" and not options.attack_source:
+        raise BenchError("--attack-mode transfer needs --attack-source RUN_KEY (the run whose adversarial "
+                         "examples every model is scored on)")
+    if options.attack_backend not in ("builtin", "textattack"):
+        raise BenchError(f"--attack-backend {options.attack_backend!r}: use builtin or textattack")
+    for name in ("attack_n", "checklist_n", "tsne_n"):
+        if getattr(options, name) < 1:
+            raise BenchError(f"--{name.replace('_', '-')} must be >= 1")
+    return options
+
+
+def shard_request(args: argparse.Namespace, file_run: dict[str, Any], data_dir: str | None) -> Any:
+    """Which evaluators to run with which options, and whether to keep models."""
+    from bench.evaluation import evaluator_names
+    from bench.settings import as_list
+    from bench.shard import ShardRequest
+
+    names = args.evaluators if args.evaluators is not None else (
+        as_list(file_run["evaluators"]) if "evaluators" in file_run else None)
+    save = args.save_model if getattr(args, "save_model", None) is not None else bool(file_run.get("save_model", True))
+    return ShardRequest(tuple(evaluator_names(names)), eval_options(args, file_run, data_dir), save,
+                        explicit=names is not None)
+
+
+def print_evaluations(outcomes: list[Any]) -> list[Any]:
+    """One line per evaluator that did not just succeed; returns the failed ones."""
+    for e in outcomes:
+        if e.status in ("skipped", "failed", "no-model"):
+            print(f"    {e.evaluator}: {e.status}: {e.message}", file=sys.stderr)
+        elif e.status == "done":
+            print(f"    {e.evaluator}: done ({e.seconds:.0f}s)", file=sys.stderr)
+    return [e for e in outcomes if e.status == "failed"]
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     """Plan and run shards, then print a summary table of this invocation's results."""
     from bench.runner import execute, plan
-    from bench.summary import summary_table
+    from bench.summary import evaluation_table, summary_table
 
     opts = run_options(args)
     results_dir = opts["results_dir"]
     shards = plan(opts["methods"], opts["datasets"], opts["encoders"], opts["seeds"], opts["overrides"],
-                  opts["data_dir"], opts["knobs"], results_dir)
+                  opts["data_dir"], opts["knobs"], results_dir, opts["request"])
     print(f"bench: {len(shards)} shard(s) -> {results_dir}", file=sys.stderr)
 
     def report(i: int, n: int, outcome: Any) -> None:
@@ -184,17 +295,72 @@ def cmd_run(args: argparse.Namespace) -> int:
         detail = f"test accuracy {accuracy:.4f}" if accuracy is not None else outcome.message
         print(f"[{i}/{n}] {outcome.status:7s} {outcome.key}  {detail}"
               + (f"  ({outcome.seconds:.0f}s)" if outcome.status == "done" else ""), file=sys.stderr)
+        failed_evaluations.extend(print_evaluations(outcome.evaluations))
 
+    failed_evaluations: list[Any] = []
     outcomes = execute(shards, results_dir, opts["jobs"], opts["device"], opts["overwrite"], not args.no_progress,
-                       report)
+                       report, opts["request"])
     rows = [row for o in outcomes for row in o.rows]
     if rows:
         print(summary_table(rows).to_string(index=False))
+    evaluation_rows = [row for o in outcomes for e in o.evaluations for row in e.rows]
+    if evaluation_rows and not evaluation_table(evaluation_rows).empty:
+        print(evaluation_table(evaluation_rows).to_string(index=False))
     failed = [o for o in outcomes if o.status == "failed"]
     if failed:
         print(f"bench: {len(failed)} of {len(outcomes)} shard(s) failed:", file=sys.stderr)
         for o in failed:
             print(f"  {o.key}: {o.message}", file=sys.stderr)
+    if failed_evaluations:
+        print(f"bench: {len(failed_evaluations)} evaluation(s) failed (the runs' training results are kept):",
+              file=sys.stderr)
+        for e in failed_evaluations:
+            print(f"  {e.run_key} {e.evaluator}: {e.message}", file=sys.stderr)
+    return 1 if failed or failed_evaluations else 0
+
+
+def cmd_evaluate(args: argparse.Namespace) -> int:
+    """Run evaluators on finished runs from their saved models and refresh the results table."""
+    from bench import store
+    from bench.evaluation import build_evaluators, data_for_run, evaluate_run, load_run_classifier
+    from bench.spec import RunSpec
+    from bench.summary import evaluation_table
+    from bench.trainer import resolve_device
+
+    results_dir = Path(args.results_dir or os.environ.get("BENCH_RESULTS_DIR") or DEFAULT_RESULTS)
+    request = shard_request(args, {}, args.data_dir)
+    evaluators = build_evaluators(list(request.evaluators))
+    if not evaluators:
+        raise BenchError("no evaluators chosen; see `bench list evaluators`")
+    from bench.evaluation import find_runs
+
+    runs = find_runs(results_dir, args.runs)
+    unfinished = [r.name for r in runs if not store.is_finished(r)]
+    if unfinished:
+        raise BenchError(f"run(s) not finished: {', '.join(unfinished[:5])}; finish them with `bench run` first")
+    device = resolve_device(args.device)
+    print(f"bench: {len(evaluators)} evaluator(s) x {len(runs)} run(s)", file=sys.stderr)
+    outcomes: list[Any] = []
+    for i, run_dir in enumerate(runs, start=1):
+        spec = RunSpec.from_json(store.read_json(run_dir / store.SPEC))
+        data = data_for_run(run_dir, spec, args.data_dir)
+        for evaluator in evaluators:
+            evaluator.check(request.options, data, run_dir.parent)
+        classifier = load_run_classifier(run_dir, spec, data, device)
+        done = evaluate_run(spec, data, classifier, run_dir, evaluators, request.options, device, args.overwrite,
+                            explicit=request.explicit)
+        print(f"[{i}/{len(runs)}] {spec.key}", file=sys.stderr)
+        failed = print_evaluations(done)
+        outcomes.extend(done)
+        store.gather(run_dir.parent)
+    rows = [row for o in outcomes for row in o.rows if row.get("metric") != "skipped"]
+    if rows:
+        print(evaluation_table(rows).to_string(index=False))
+    failed = [o for o in outcomes if o.status == "failed"]
+    if failed:
+        print(f"bench: {len(failed)} evaluation(s) failed:", file=sys.stderr)
+        for e in failed:
+            print(f"  {e.run_key} {e.evaluator}: {e.message}", file=sys.stderr)
         return 1
     return 0
 
@@ -227,7 +393,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help()
         return 0
     configure_logging()
-    commands = {"list": cmd_list, "run": cmd_run}
+    commands = {"list": cmd_list, "run": cmd_run, "evaluate": cmd_evaluate}
     try:
         return commands.get(args.command, cmd_planned)(args)
     except BenchError as exc:

@@ -17,7 +17,7 @@ from bench.encoders import canonical_encoder, check_encoder
 from bench.errors import BenchError
 from bench.registry import DATASETS, METHODS
 from bench.settings import method_config
-from bench.shard import ShardOutcome, run_shard
+from bench.shard import ShardOutcome, ShardRequest, run_shard
 from bench.spec import RunSpec, TrainConfig
 
 log = logging.getLogger(__name__)
@@ -42,11 +42,15 @@ def train_config(dataset: str, overrides: dict[str, Any]) -> TrainConfig:
 
 def plan(method_names: list[str], dataset_names: list[str], encoder_names: list[str], seeds: list[int],
          overrides: dict[str, Any], data_dir: str | None,
-         method_knobs: dict[str, dict[str, Any]] | None = None, results_dir: Path = Path("results")) -> list[Shard]:
+         method_knobs: dict[str, dict[str, Any]] | None = None, results_dir: Path = Path("results"),
+         request: ShardRequest = ShardRequest()) -> list[Shard]:
     """Check every name, load every dataset once, and list the shards in a stable order.
 
-    `overrides` are training settings; `method_knobs` maps a method to its changed knobs.
+    `overrides` are training settings; `method_knobs` maps a method to its changed knobs; the evaluators
+    in `request` check their options against each dataset before anything runs.
     """
+    from bench.evaluation import build_evaluators
+
     if not (method_names and dataset_names and encoder_names and seeds):
         raise BenchError("nothing to run: give at least one method, dataset, encoder and seed")
     method_names = [METHODS.canonical(m) for m in method_names]
@@ -59,6 +63,8 @@ def plan(method_names: list[str], dataset_names: list[str], encoder_names: list[
     for dataset in dataset_names:
         cfg = train_config(dataset, overrides)
         data = load_dataset(dataset, data_dir, cfg.data_seed, cfg.val_fraction)
+        for evaluator in build_evaluators(list(request.evaluators)):
+            evaluator.check(request.options, data, results_dir)
         for method in method_names:
             method_class = METHODS.get(method)
             method_class.validate(method_class.Config(**dict(configs[method])), data.label_names, results_dir)
@@ -81,19 +87,22 @@ def _init_worker(gpu_ids: Any, threads: int) -> None:
     torch.set_num_threads(threads)
 
 
-def _run_in_worker(shard: Shard, results_dir: Path, device: str, overwrite: bool) -> ShardOutcome:
-    return run_shard(shard.spec, shard.data, results_dir, device, overwrite, progress=False)
+def _run_in_worker(shard: Shard, results_dir: Path, device: str, overwrite: bool,
+                   request: ShardRequest) -> ShardOutcome:
+    return run_shard(shard.spec, shard.data, results_dir, device, overwrite, progress=False, request=request)
 
 
 def execute(shards: list[Shard], results_dir: Path, jobs: int = 1, device: str = "auto",
             overwrite: bool = False, progress: bool = True,
-            report: Callable[[int, int, ShardOutcome], None] | None = None) -> list[ShardOutcome]:
+            report: Callable[[int, int, ShardOutcome], None] | None = None,
+            request: ShardRequest = ShardRequest()) -> list[ShardOutcome]:
     """Run shards (skipping finished ones unless `overwrite`); a failed shard never stops the others."""
     report = report or (lambda i, n, o: None)
     outcomes: list[ShardOutcome] = []
     if jobs <= 1 or len(shards) <= 1:
         for i, shard in enumerate(shards, start=1):
-            outcomes.append(run_shard(shard.spec, shard.data, results_dir, device, overwrite, progress))
+            outcomes.append(run_shard(shard.spec, shard.data, results_dir, device, overwrite, progress,
+                                      request=request))
             report(i, len(shards), outcomes[-1])
         return outcomes
     import torch
@@ -108,8 +117,8 @@ def execute(shards: list[Shard], results_dir: Path, jobs: int = 1, device: str =
     threads = max(1, (os.cpu_count() or 1) // jobs)
     with ProcessPoolExecutor(max_workers=jobs, mp_context=context, initializer=_init_worker,
                              initargs=(gpu_ids, threads)) as pool:
-        futures = {pool.submit(_run_in_worker, shard, results_dir, "cuda" if gpu_count else device, overwrite):
-                   shard for shard in shards}
+        futures = {pool.submit(_run_in_worker, shard, results_dir, "cuda" if gpu_count else device, overwrite,
+                               request): shard for shard in shards}
         for i, future in enumerate(as_completed(futures), start=1):
             try:
                 outcome = future.result()

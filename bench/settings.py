@@ -12,7 +12,10 @@ from bench.errors import BenchError
 from bench.registry import METHODS
 from bench.spec import TrainConfig
 
-RUN_KEYS = ("methods", "datasets", "encoders", "seeds", "data_dir", "results_dir", "jobs", "device", "overwrite")
+from bench.evaluators.base import EvalOptions
+
+RUN_KEYS = ("methods", "datasets", "encoders", "seeds", "data_dir", "results_dir", "jobs", "device", "overwrite",
+            "evaluators", "save_model", *EvalOptions.field_names())
 
 
 def parse_assignment(text: str) -> tuple[str, Any]:

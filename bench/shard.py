@@ -21,6 +21,10 @@ from bench.batching import Encoded
 from bench.data import TextData
 from bench.encoders import build_encoder
 from bench.errors import BenchError
+from bench.evaluation import (EvalOutcome, build_evaluators, evaluate_run, is_done,
+                              load_run_classifier)
+from bench.evaluators.base import EvalOptions
+from bench.evaluators.model import MODEL_FILE, ModelClassifier, save_model
 from bench.metrics import classification_records, softmax
 from bench.provenance import provenance
 from bench.registry import METHODS
@@ -42,6 +46,7 @@ class ShardOutcome:
     message: str = ""
     seconds: float = 0.0
     rows: list[dict[str, Any]] = field(default_factory=list)
+    evaluations: list[Any] = field(default_factory=list)  # EvalOutcome per requested evaluator
 
 
 def ids_digest(ids: list[str]) -> str:
@@ -49,24 +54,60 @@ def ids_digest(ids: list[str]) -> str:
     return hashlib.sha256(json.dumps(ids).encode()).hexdigest()[:12]
 
 
+@dataclass(frozen=True)
+class ShardRequest:
+    """What to do with a shard besides training: which evaluators, their options, whether to keep the model."""
+
+    evaluators: tuple[str, ...] = ()
+    options: EvalOptions = field(default_factory=EvalOptions)
+    save_model: bool = True
+    explicit: bool = True  # evaluators named by the user (False: the default, every evaluator that fits)
+
+
 def run_shard(spec: RunSpec, data: TextData, results_dir: Path, device: str = "auto",
-              overwrite: bool = False, progress: bool = True, gather: bool = True) -> ShardOutcome:
-    """Run one shard unless it is already finished; failures are recorded, never raised."""
+              overwrite: bool = False, progress: bool = True, gather: bool = True,
+              request: ShardRequest = ShardRequest()) -> ShardOutcome:
+    """Run one shard unless it is already finished (then only its missing evaluations); failures are
+    recorded, never raised."""
     run_dir = results_dir / spec.key
     if overwrite:
         store.reset_run(run_dir)
     elif store.is_finished(run_dir):
-        return ShardOutcome(spec.key, "skipped", "already finished", rows=store.read_json(run_dir / store.ROWS))
+        outcome = ShardOutcome(spec.key, "skipped", "already finished", rows=store.read_json(run_dir / store.ROWS))
+        outcome.evaluations = evaluate_finished(spec, data, run_dir, device, request)
+        if gather and any(e.status in ("done", "skipped") for e in outcome.evaluations):
+            store.gather(results_dir)
+        return outcome
     started = time.perf_counter()
     try:
-        rows = train_and_evaluate(spec, data, run_dir, device, progress, started)
+        rows, evaluations = train_and_evaluate(spec, data, run_dir, device, progress, started, request)
     except BenchError as exc:
         return fail(run_dir, spec, str(exc), "", started)
     except Exception as exc:  # a bug or an environment problem: keep the traceback with the run
         return fail(run_dir, spec, f"{exc.__class__.__name__}: {exc}", traceback.format_exc(), started)
     if gather:
         store.gather(results_dir)
-    return ShardOutcome(spec.key, "done", seconds=time.perf_counter() - started, rows=rows)
+    return ShardOutcome(spec.key, "done", seconds=time.perf_counter() - started, rows=rows,
+                        evaluations=evaluations)
+
+
+def evaluate_finished(spec: RunSpec, data: TextData, run_dir: Path, device_name: str,
+                      request: ShardRequest) -> list[EvalOutcome]:
+    """The requested evaluations a finished run lacks, computed from its saved model (no retraining)."""
+    evaluators = build_evaluators(list(request.evaluators))
+    missing = [e for e in evaluators if not is_done(run_dir, e, request.options)]
+    if not missing:
+        return []
+    if not (run_dir / MODEL_FILE).is_file():
+        return [EvalOutcome(spec.key, e.name, "no-model", "the run has no saved model (trained with "
+                            "--no-save-model or by an older version); re-run it with --overwrite") for e in missing]
+    try:
+        device = resolve_device(device_name)
+        classifier = load_run_classifier(run_dir, spec, data, device)
+    except BenchError as exc:
+        return [EvalOutcome(spec.key, e.name, "failed", str(exc)) for e in missing]
+    return evaluate_run(spec, data, classifier, run_dir, missing, request.options, device,
+                        explicit=request.explicit)
 
 
 def fail(run_dir: Path, spec: RunSpec, reason: str, trace: str, started: float) -> ShardOutcome:
@@ -77,8 +118,10 @@ def fail(run_dir: Path, spec: RunSpec, reason: str, trace: str, started: float) 
 
 
 def train_and_evaluate(spec: RunSpec, data: TextData, run_dir: Path, device_name: str, progress: bool,
-                       started: float) -> list[dict[str, Any]]:
-    """Train, predict on test, and write the run folder; returns the result rows."""
+                       started: float, request: ShardRequest = ShardRequest()
+                       ) -> tuple[list[dict[str, Any]], list[EvalOutcome]]:
+    """Train, predict on test, write the run folder, then run the requested evaluators; returns the clean
+    result rows and the evaluator outcomes."""
     run_dir.mkdir(parents=True, exist_ok=True)
     (run_dir / store.ERROR).unlink(missing_ok=True)
     store.write_json(run_dir / store.SPEC, {
@@ -128,6 +171,11 @@ def train_and_evaluate(spec: RunSpec, data: TextData, run_dir: Path, device_name
             for record in classification_records(data.test.labels, predicted, names)]
     rows.append({**base, "split": "validation", "metric": "accuracy", "label": "",
                  "value": fit.best_val_accuracy, "n": len(data.validation), **meta})
+    if request.save_model:
+        save_model(method, run_dir / MODEL_FILE)
     store.write_json(run_dir / store.ROWS, rows)
     trainer.remove_checkpoint()
-    return rows
+    classifier = ModelClassifier(method, bundle, names, device, amp_dtype=trainer.amp_dtype)
+    evaluations = evaluate_run(spec, data, classifier, run_dir, build_evaluators(list(request.evaluators)),
+                               request.options, device, explicit=request.explicit)
+    return rows, evaluations

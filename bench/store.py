@@ -19,6 +19,7 @@ ROWS = "rows.json"
 SPEC = "spec.json"
 ERROR = "error.json"
 TABLE = "results.parquet"
+EVALS = "evals"  # evaluator rows of a run: evals/<evaluator>-<settings hash>.json
 
 
 @contextlib.contextmanager
@@ -97,7 +98,16 @@ def finished_rows(results_dir: Path) -> list[dict[str, Any]]:
     """Every row of every finished run under `results_dir`, ordered by run key."""
     rows: list[dict[str, Any]] = []
     for path in sorted(results_dir.glob(f"*/{ROWS}")):
-        rows.extend(read_json(path))
+        rows.extend(run_rows(path.parent))
+    return rows
+
+
+def run_rows(run_dir: Path) -> list[dict[str, Any]]:
+    """A finished run's rows: training/clean rows, then each stored evaluation's rows (file-name order)."""
+    rows = list(read_json(run_dir / ROWS))
+    for evaluation in sorted((run_dir / EVALS).glob("*.json")):
+        if not evaluation.name.endswith(".error.json"):
+            rows.extend(read_json(evaluation)["rows"])
     return rows
 
 

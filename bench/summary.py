@@ -32,3 +32,27 @@ def mean_std(values: pd.Series) -> str:
     if len(values) < 2:
         return f"{mean:.2f}"
     return f"{mean:.2f} ± {100 * values.std(ddof=1):.2f}"
+
+
+DETAIL_COLUMNS = ("test", "capability")  # per-test / per-capability evaluator rows; the summary shows overall rows
+
+
+def evaluation_table(rows: list[dict[str, Any]]) -> pd.DataFrame:
+    """Per dataset x encoder x method x evaluator x metric: seeds and value (mean ± std over seeds).
+
+    Only overall rows are shown (not per-label, per-test or per-capability ones) and no skip markers."""
+    frame = pd.DataFrame(rows)
+    if frame.empty:
+        return frame
+    keep = (frame["evaluator"] != "clean") & (frame["metric"] != "skipped") & (frame["label"].fillna("") == "")
+    for column in DETAIL_COLUMNS:
+        if column in frame:
+            keep &= frame[column].fillna("") == ""
+    frame = frame[keep]
+    out = []
+    for keys, group in frame.groupby([*KEYS, "evaluator", "split", "metric"], sort=True):
+        values = group["value"].astype(float)
+        text = f"{values.mean():.4g}" if len(values) < 2 else f"{values.mean():.4g} ± {values.std(ddof=1):.2g}"
+        out.append({**dict(zip([*KEYS, "evaluator", "split", "metric"], keys)), "seeds": len(group),
+                    "value": text})
+    return pd.DataFrame(out)

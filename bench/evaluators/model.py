@@ -1,0 +1,92 @@
+"""Trained models behind the evaluators' `Classifier` interface, and the saved-model round trip."""
+
+from __future__ import annotations
+
+import contextlib
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from bench.batching import Encoded, collate, sorted_batches
+from bench.encoders import EncoderBundle
+from bench.errors import BenchError
+from bench.evaluators.base import Classifier
+from bench.metrics import softmax
+
+MODEL_FILE = "model.pt"
+MODEL_PARTS = ("encoder.", "head.")  # what prediction needs; method-only modules (projectors, targets) are left out
+
+
+class ModelClassifier(Classifier):
+    """A trained Method (encoder + head) with its tokenizer: length-sorted batches, no gradients."""
+
+    def __init__(self, method: Any, bundle: EncoderBundle, label_names: list[str], device: torch.device,
+                 batch_size: int = 128, amp_dtype: torch.dtype | None = None):
+        self.method = method.to(device)
+        self.bundle = bundle
+        self.label_names = list(label_names)
+        self.device = device
+        self.batch_size = batch_size
+        self.amp_dtype = amp_dtype
+        self.queries = 0
+
+    def _autocast(self) -> contextlib.AbstractContextManager:
+        if self.amp_dtype is None:
+            return contextlib.nullcontext()
+        return torch.autocast(self.device.type, dtype=self.amp_dtype)
+
+    @torch.no_grad()
+    def _run(self, texts: list[str], output: str, dropout: bool = False) -> np.ndarray:
+        """Logits or pooled vectors for `texts`, in their order."""
+        if not texts:
+            width = len(self.label_names) if output == "logits" else self.method.encoder.hidden_size
+            return np.zeros((0, width), dtype=np.float32)
+        encoded = Encoded(self.bundle.tokenize(list(texts)), np.zeros(len(texts), dtype=np.int64))
+        self.method.train(dropout)
+        out: np.ndarray | None = None
+        try:
+            for index in sorted_batches(encoded.lengths, self.batch_size):
+                batch = {k: v.to(self.device) for k, v in
+                         collate(encoded, index, self.bundle.pad_id, self.bundle.min_length).items()}
+                with self._autocast():
+                    values = (self.method.logits(batch) if output == "logits"
+                              else self.method.encode(batch).pooled)
+                values = values.float().cpu().numpy()
+                if out is None:
+                    out = np.zeros((len(texts), values.shape[1]), dtype=np.float32)
+                out[index] = values
+        finally:
+            self.method.eval()
+        return out
+
+    def predict_proba(self, texts: list[str]) -> np.ndarray:
+        """Class probabilities (n, N)."""
+        self.queries += len(texts)
+        return softmax(self._run(texts, "logits"))
+
+    def embed(self, texts: list[str], dropout: bool = False) -> np.ndarray:
+        """Pooled representations (n, d)."""
+        return self._run(texts, "pooled", dropout)
+
+
+def save_model(method: torch.nn.Module, path: Path) -> None:
+    """Store the weights prediction needs (encoder and head) atomically."""
+    from bench.store import atomic_torch_save
+
+    state = {k: v.detach().cpu() for k, v in method.state_dict().items() if k.startswith(MODEL_PARTS)}
+    atomic_torch_save(state, path)
+
+
+def load_model(method: torch.nn.Module, path: Path) -> None:
+    """Load weights written by `save_model` into a freshly built method (encoder + head must match)."""
+    if not path.is_file():
+        raise BenchError(f"{path.parent.name} has no saved model ({path.name}); it ran with --no-save-model or "
+                         "before models were saved: re-run it with `bench run ... --overwrite`")
+    state = torch.load(path, map_location="cpu", weights_only=True)
+    missing, unexpected = method.load_state_dict(state, strict=False)
+    missing = [k for k in missing if k.startswith(MODEL_PARTS)]
+    if missing or unexpected:
+        raise BenchError(f"saved model {path} does not fit the rebuilt encoder (missing {missing[:3]}, "
+                         f"unexpected {unexpected[:3]}); was the encoder changed since the run?")
