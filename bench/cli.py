@@ -311,18 +311,22 @@ def cmd_run(args: argparse.Namespace) -> int:
         print(f"bench: {len(failed)} of {len(outcomes)} shard(s) failed:", file=sys.stderr)
         for o in failed:
             print(f"  {o.key}: {o.message}", file=sys.stderr)
-    if failed_evaluations:
-        print(f"bench: {len(failed_evaluations)} evaluation(s) failed (the runs' training results are kept):",
-              file=sys.stderr)
-        for e in failed_evaluations:
-            print(f"  {e.run_key} {e.evaluator}: {e.message}", file=sys.stderr)
+    report_failed_evaluations(failed_evaluations, " (the runs' training results are kept)")
     return 1 if failed or failed_evaluations else 0
+
+
+def report_failed_evaluations(failed: list[Any], remark: str = "") -> None:
+    """List failed evaluations on stderr (nothing when none failed)."""
+    if failed:
+        print(f"bench: {len(failed)} evaluation(s) failed{remark}:", file=sys.stderr)
+        for e in failed:
+            print(f"  {e.run_key} {e.evaluator}: {e.message}", file=sys.stderr)
 
 
 def cmd_evaluate(args: argparse.Namespace) -> int:
     """Run evaluators on finished runs from their saved models and refresh the results table."""
     from bench import store
-    from bench.evaluation import build_evaluators, data_for_run, evaluate_run, load_run_classifier
+    from bench.evaluation import build_evaluators, data_for_run, evaluate_run, find_runs, load_run_classifier
     from bench.spec import RunSpec
     from bench.summary import evaluation_table
     from bench.trainer import resolve_device
@@ -332,8 +336,6 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     evaluators = build_evaluators(list(request.evaluators))
     if not evaluators:
         raise BenchError("no evaluators chosen; see `bench list evaluators`")
-    from bench.evaluation import find_runs
-
     runs = find_runs(results_dir, args.runs)
     unfinished = [r.name for r in runs if not store.is_finished(r)]
     if unfinished:
@@ -350,19 +352,15 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         done = evaluate_run(spec, data, classifier, run_dir, evaluators, request.options, device, args.overwrite,
                             explicit=request.explicit)
         print(f"[{i}/{len(runs)}] {spec.key}", file=sys.stderr)
-        failed = print_evaluations(done)
+        print_evaluations(done)
         outcomes.extend(done)
         store.gather(run_dir.parent)
     rows = [row for o in outcomes for row in o.rows if row.get("metric") != "skipped"]
     if rows:
         print(evaluation_table(rows).to_string(index=False))
     failed = [o for o in outcomes if o.status == "failed"]
-    if failed:
-        print(f"bench: {len(failed)} evaluation(s) failed:", file=sys.stderr)
-        for e in failed:
-            print(f"  {e.run_key} {e.evaluator}: {e.message}", file=sys.stderr)
-        return 1
-    return 0
+    report_failed_evaluations(failed)
+    return 1 if failed else 0
 
 
 def cmd_planned(args: argparse.Namespace) -> int:
