@@ -38,7 +38,7 @@ DETAIL_COLUMNS = ("test", "capability")  # per-test / per-capability evaluator r
 
 
 def evaluation_table(rows: list[dict[str, Any]]) -> pd.DataFrame:
-    """Per dataset x encoder x method x evaluator x metric: seeds and value (mean ± std over seeds).
+    """Per dataset x encoder x method x evaluator settings x metric: seeds and value (mean ± std over seeds).
 
     Only overall rows are shown (not per-label, per-test or per-capability ones) and no skip markers."""
     frame = pd.DataFrame(rows)
@@ -50,9 +50,9 @@ def evaluation_table(rows: list[dict[str, Any]]) -> pd.DataFrame:
             keep &= frame[column].fillna("") == ""
     frame = frame[keep]
     out = []
-    for keys, group in frame.groupby([*KEYS, "evaluator", "split", "metric"], sort=True):
+    group_keys = [*KEYS, "evaluator", "eval_hash", "split", "metric"]  # never average different settings
+    for keys, group in frame.groupby(group_keys, sort=True):
         values = group["value"].astype(float)
         text = f"{values.mean():.4g}" if len(values) < 2 else f"{values.mean():.4g} ± {values.std(ddof=1):.2g}"
-        out.append({**dict(zip([*KEYS, "evaluator", "split", "metric"], keys)), "seeds": len(group),
-                    "value": text})
+        out.append({**dict(zip(group_keys, keys)), "seeds": len(group), "value": text})
     return pd.DataFrame(out)

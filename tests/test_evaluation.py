@@ -277,3 +277,18 @@ def test_default_evaluators_then_an_explicit_attack(cli, tiny, results):
     assert {"clean_accuracy", "accuracy_under_attack", "attack_success_rate"} <= set(attack.metric)
     assert (attack.word_vectors == "glove-6b-50d").all() and (attack.sim_threshold == 0.7).all()
     assert (results / run_key / "adversarial_textfooler.jsonl.gz").is_file()
+
+
+def test_evaluation_table_keeps_different_settings_apart():
+    from bench.summary import evaluation_table
+
+    base = {"dataset": "d", "encoder": "e", "method": "ce", "evaluator": "textfooler", "split": "attack",
+            "metric": "accuracy_under_attack", "label": "", "note": ""}
+    rows = [{**base, "seed": 1, "eval_hash": "adaptive", "value": 0.1},
+            {**base, "seed": 2, "eval_hash": "adaptive", "value": 0.3},
+            {**base, "seed": 1, "eval_hash": "transfer", "value": 0.9},
+            {**base, "seed": 1, "eval_hash": "x", "metric": "skipped", "value": float("nan")}]
+    table = evaluation_table(rows).set_index("eval_hash")
+    assert list(table.index) == ["adaptive", "transfer"]
+    assert table.loc["adaptive", "seeds"] == 2 and table.loc["adaptive", "value"].startswith("0.2 ±")
+    assert table.loc["transfer", "value"] == "0.9"
