@@ -18,9 +18,7 @@ log = logging.getLogger("bench")
 DEFAULT_RESULTS = "results"
 DEFAULT_METHODS = "ce,supcon,clld"
 PLANNED = {
-    "report": "paper-style tables from stored results (issue #5)",
     "plot": "heatmaps and curves from stored results (issue #5)",
-    "results": "the tidy results table with filters and export (issue #5)",
     "status": "shard status across executors (issue #6)",
 }
 HELP = {
@@ -145,6 +143,10 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate.add_argument("--overwrite", action="store_true", help="recompute stored evaluations")
     add_evaluator_options(evaluate)
 
+    from bench.report_cli import add_report_parser, add_results_parser
+
+    add_results_parser(sub, common)
+    add_report_parser(sub, common)
     for name, what in PLANNED.items():
         stub = sub.add_parser(name, parents=[common], help=f"(not implemented yet) {what}")
         stub.add_argument("rest", nargs=argparse.REMAINDER)
@@ -391,7 +393,10 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help()
         return 0
     configure_logging()
-    commands = {"list": cmd_list, "run": cmd_run, "evaluate": cmd_evaluate}
+    from bench.report_cli import cmd_report, cmd_results
+
+    commands = {"list": cmd_list, "run": cmd_run, "evaluate": cmd_evaluate, "results": cmd_results,
+                "report": cmd_report}
     try:
         return commands.get(args.command, cmd_planned)(args)
     except BenchError as exc:

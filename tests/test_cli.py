@@ -138,7 +138,7 @@ def test_debug_shows_the_traceback(cli, tiny):
 
 
 def test_planned_commands_say_so(cli):
-    code, _, err = cli("report")
+    code, _, err = cli("status")
     assert code == 2 and "not implemented yet" in err
 
 
