@@ -18,7 +18,6 @@ log = logging.getLogger("bench")
 DEFAULT_RESULTS = "results"
 DEFAULT_METHODS = "ce,supcon,clld"
 PLANNED = {
-    "plot": "heatmaps and curves from stored results (issue #5)",
     "status": "shard status across executors (issue #6)",
 }
 HELP = {
@@ -90,10 +89,11 @@ def add_evaluator_options(parser: argparse.ArgumentParser) -> None:
 
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser with every subcommand."""
-    common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("--debug", action="store_true", help="show full tracebacks")
-    parser = argparse.ArgumentParser(prog="bench", parents=[common],
+    common = argparse.ArgumentParser(add_help=False)  # subcommands: absent unless given, so `bench --debug run`
+    common.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help="show full tracebacks")
+    parser = argparse.ArgumentParser(prog="bench",
                                      description="Benchmark contrastive fine-tuning methods for text classifiers.")
+    parser.add_argument("--debug", action="store_true", help="show full tracebacks")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
     lister = sub.add_parser("list", parents=[common], help="list registered methods, datasets or encoders")
@@ -143,10 +143,12 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate.add_argument("--overwrite", action="store_true", help="recompute stored evaluations")
     add_evaluator_options(evaluate)
 
+    from bench.plot_cli import add_plot_parser
     from bench.report_cli import add_report_parser, add_results_parser
 
     add_results_parser(sub, common)
     add_report_parser(sub, common)
+    add_plot_parser(sub, common)
     for name, what in PLANNED.items():
         stub = sub.add_parser(name, parents=[common], help=f"(not implemented yet) {what}")
         stub.add_argument("rest", nargs=argparse.REMAINDER)
@@ -328,7 +330,8 @@ def report_failed_evaluations(failed: list[Any], remark: str = "") -> None:
 def cmd_evaluate(args: argparse.Namespace) -> int:
     """Run evaluators on finished runs from their saved models and refresh the results table."""
     from bench import store
-    from bench.evaluation import build_evaluators, data_for_run, evaluate_run, find_runs, load_run_classifier
+    from bench.evaluation import build_evaluators, data_for_run, evaluate_run, load_run_classifier
+    from bench.store import find_runs
     from bench.spec import RunSpec
     from bench.summary import evaluation_table
     from bench.trainer import resolve_device
@@ -393,10 +396,11 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help()
         return 0
     configure_logging()
+    from bench.plot_cli import cmd_plot
     from bench.report_cli import cmd_report, cmd_results
 
     commands = {"list": cmd_list, "run": cmd_run, "evaluate": cmd_evaluate, "results": cmd_results,
-                "report": cmd_report}
+                "report": cmd_report, "plot": cmd_plot}
     try:
         return commands.get(args.command, cmd_planned)(args)
     except BenchError as exc:

@@ -133,22 +133,6 @@ def row_for(spec: RunSpec, evaluator: Evaluator, options: EvalOptions, record: d
 
 # ----------------------------------------------------------------------------------------------- saved runs
 
-def find_runs(results_dir: Path, patterns: list[str]) -> list[Path]:
-    """Run folders matching run keys, glob patterns (`ce_mr_*`) or folder paths; unknown ones are an error."""
-    found: list[Path] = []
-    for pattern in patterns:
-        as_path = Path(pattern).expanduser()
-        if (as_path / store.SPEC).is_file():
-            found.append(as_path)
-            continue
-        matches = sorted(p.parent for p in results_dir.glob(f"{pattern}/{store.SPEC}"))
-        if not matches:
-            raise BenchError(f"no run {pattern!r} under {results_dir} (see `ls {results_dir}`; give "
-                             "--results-dir if the runs are elsewhere)")
-        found.extend(matches)
-    return list(dict.fromkeys(found))
-
-
 def data_for_run(run_dir: Path, spec: RunSpec, data_dir: str | None) -> TextData:
     """Reload the run's dataset (same carve) and check it is the data the run was trained on."""
     recorded = store.read_json(run_dir / store.SPEC).get("data", {})

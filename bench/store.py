@@ -15,6 +15,8 @@ import tempfile
 from pathlib import Path
 from typing import Any, Iterator
 
+from bench.errors import BenchError
+
 ROWS = "rows.json"
 SPEC = "spec.json"
 ERROR = "error.json"
@@ -28,6 +30,7 @@ def atomic_path(path: Path) -> Iterator[Path]:
     path.parent.mkdir(parents=True, exist_ok=True)
     handle, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     os.close(handle)
+    os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; results are meant to be shared
     try:
         yield Path(tmp)
         with open(tmp, "rb") as f:
@@ -36,6 +39,13 @@ def atomic_path(path: Path) -> Iterator[Path]:
     finally:
         if os.path.exists(tmp):
             os.remove(tmp)
+
+
+def _umask() -> int:
+    """The process umask (read by setting and restoring it)."""
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
 
 
 def write_json(path: Path, data: Any) -> None:
@@ -121,3 +131,19 @@ def gather(results_dir: Path) -> Path:
         with atomic_path(target) as tmp:
             frame.to_parquet(tmp, index=False)
     return target
+
+
+def find_runs(results_dir: Path, patterns: list[str]) -> list[Path]:
+    """Run folders matching run keys, glob patterns (`ce_mr_*`) or folder paths; unknown ones are an error."""
+    found: list[Path] = []
+    for pattern in patterns:
+        as_path = Path(pattern).expanduser()
+        if (as_path / SPEC).is_file():
+            found.append(as_path)
+            continue
+        matches = sorted(p.parent for p in results_dir.glob(f"{pattern}/{SPEC}"))
+        if not matches:
+            raise BenchError(f"no run {pattern!r} under {results_dir} (see `ls {results_dir}`; give "
+                             "--results-dir if the runs are elsewhere)")
+        found.extend(matches)
+    return list(dict.fromkeys(found))
