@@ -216,7 +216,7 @@ def load_raw(name: str, data_dir: str | None, data_seed: int) -> tuple[str, Card
         for base in dirs:
             folder = base / card.name
             if folder.is_dir():
-                return f"local:{folder}", card, load_folder(folder, card.text_field, card.label_field)
+                return f"local:{folder.resolve()}", card, load_folder(folder, card.text_field, card.label_field)
         if card.generator:
             return f"generated:{card.generator}(seed={data_seed})", card, load_generated(card, data_seed)
         return f"hub:{(card.hub or {}).get('id')}", card, load_hub(card, dirs)
