@@ -29,6 +29,7 @@ from bench.metrics import classification_records, softmax
 from bench.provenance import provenance
 from bench.registry import METHODS
 from bench.spec import RunSpec
+from bench.token_cache import tokenize_cached
 from bench.trainer import Trainer, resolve_device, seed_everything
 from methods.base import PrepareContext
 
@@ -136,8 +137,10 @@ def train_and_evaluate(spec: RunSpec, data: TextData, run_dir: Path, device_name
                           head_dropout=spec.train.head_dropout)
     method.prepare(PrepareContext(data.train.texts, data.label_names, bundle, spec.seed,
                                   cache_dir=run_dir.parent / CACHE, results_dir=run_dir.parent, spec=spec))
-    encoded = {s: Encoded(bundle.tokenize(getattr(data, s).texts), getattr(data, s).labels)
-               for s in ("train", "validation", "test")}
+    identity = {"encoder": spec.encoder, "tokenizer": bundle.info.get("source", ""), "data": data.fingerprint,
+                "max_length": spec.train.max_length, "carve": [spec.train.data_seed, spec.train.val_fraction]}
+    encoded = {s: Encoded(tokenize_cached(bundle, getattr(data, s).texts, run_dir.parent / CACHE, identity),
+                          getattr(data, s).labels) for s in ("train", "validation", "test")}
     trainer = Trainer(method, spec.train, device, bundle.pad_id, spec.seed, bundle.min_length,
                       checkpoint=run_dir / CHECKPOINT, progress=progress, desc=spec.key)
     fit = trainer.fit(encoded["train"], encoded["validation"])

@@ -15,7 +15,7 @@ PROVENANCE = ["config_hash", "data_fingerprint", "clbench_version", "git_commit"
 
 
 def run_dirs(results):
-    return sorted(p for p in results.iterdir() if p.is_dir()) if results.exists() else []
+    return sorted(p for p in results.iterdir() if p.is_dir() and not p.name.startswith(".")) if results.exists() else []
 
 
 def test_help_and_lists(cli, capsys):
@@ -181,7 +181,7 @@ def test_killed_shard_resumes_on_the_next_run(cli, tiny, tmp_path, monkeypatch):
     monkeypatch.setattr(Trainer, "save", save_then_die)
     with pytest.raises(Killed):
         cli(*args, "--results-dir", tmp_path / "resumed")
-    folder = next((tmp_path / "resumed").iterdir())
+    folder = next(p for p in (tmp_path / "resumed").iterdir() if not p.name.startswith("."))
     assert (folder / "checkpoint.pt").exists() and not (folder / "rows.json").exists()
     monkeypatch.setattr(Trainer, "save", original_save)
     assert cli(*args, "--results-dir", tmp_path / "resumed")[0] == 0
