@@ -17,9 +17,7 @@ log = logging.getLogger("bench")
 
 DEFAULT_RESULTS = "results"
 DEFAULT_METHODS = "ce,supcon,clld"
-PLANNED = {
-    "status": "shard status across executors (issue #6)",
-}
+PLANNED: dict[str, str] = {}  # subcommands announced but not implemented yet: name -> what it will do
 HELP = {
     "epochs": "maximum epochs", "batch_size": "training batch size", "lr": "peak learning rate (AdamW)",
     "weight_decay": "decoupled weight decay", "warmup_ratio": "fraction of steps for linear warm-up",
@@ -87,6 +85,22 @@ def add_evaluator_options(parser: argparse.ArgumentParser) -> None:
                                 help=f"{EVAL_HELP[name]} (default: {default!r})")
 
 
+def add_slurm_options(parser: argparse.ArgumentParser) -> None:
+    """The options of `--executor slurm` (a profile file, then flags that override it)."""
+    group = parser.add_argument_group("SLURM (with --executor slurm; pip install clbench[slurm])")
+    group.add_argument("--slurm-profile", default=None, metavar="YAML",
+                       help="YAML file with the options below (partition, time_min, ...); flags win")
+    group.add_argument("--partition", default=None, help="SLURM partition")
+    group.add_argument("--time-min", type=int, default=None, help="time limit per array task in minutes (default: "
+                                                                   "240; timed-out tasks are requeued and resume)")
+    group.add_argument("--gpus-per-job", type=int, default=None, help="GPUs per array task (default: 1)")
+    group.add_argument("--mem-gb", type=float, default=None, help="memory per array task in GB")
+    group.add_argument("--cpus-per-task", type=int, default=None, help="CPUs per array task")
+    group.add_argument("--array-parallelism", type=int, default=None, help="array tasks running at once at most")
+    group.add_argument("--sbatch", action="append", default=None, metavar="KEY=VALUE",
+                       help="any other sbatch option, e.g. --sbatch account=proj --sbatch qos=high; repeatable")
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser with every subcommand."""
     common = argparse.ArgumentParser(add_help=False)  # subcommands: absent unless given, so `bench --debug run`
@@ -129,6 +143,15 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--no-progress", action="store_true", help="hide progress bars")
     run.add_argument("--no-save-model", dest="save_model", action="store_false", default=None,
                      help="do not keep the trained weights (model.pt); `bench evaluate` then cannot score the run")
+    run.add_argument("--executor", choices=["local", "slurm"], default=None,
+                     help="local: run here (default); slurm: submit the unfinished shards as a job array and return")
+    run.add_argument("--resume", action="store_true", default=None,
+                     help="run or submit only unfinished shards (failed ones included), skipping shards SLURM "
+                          "reports as pending or running")
+    run.add_argument("--shards-per-gpu", type=int, default=None, metavar="K",
+                     help="K shards share each GPU (local: K worker processes per GPU; slurm: each array task "
+                          "runs K shards per GPU at once) (default: 1)")
+    add_slurm_options(run)
     add_evaluator_options(run)
 
     evaluate = sub.add_parser("evaluate", parents=[common], help="run evaluators on finished runs (no retraining)",
@@ -142,6 +165,15 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate.add_argument("--device", default="auto", help="auto | cpu | cuda | cuda:N")
     evaluate.add_argument("--overwrite", action="store_true", help="recompute stored evaluations")
     add_evaluator_options(evaluate)
+
+    status = sub.add_parser("status", parents=[common], help="state of every shard: done, running, pending, "
+                                                              "failed, interrupted",
+                            description="List the shards under a results folder with their state and reason; "
+                                        "shards submitted to SLURM are looked up with sacct.")
+    status.add_argument("runs", nargs="*", metavar="RUN", help="run keys or glob patterns such as 'ce_mr_*' "
+                                                               "(default: all)")
+    status.add_argument("--results-dir", default=None,
+                        help=f"where runs are stored (default: $BENCH_RESULTS_DIR or ./{DEFAULT_RESULTS})")
 
     from bench.plot_cli import add_plot_parser
     from bench.report_cli import add_report_parser, add_results_parser
@@ -215,6 +247,18 @@ def run_options(args: argparse.Namespace) -> dict[str, Any]:
     jobs = args.jobs if args.jobs is not None else int(file_run.get("jobs", 1))
     if jobs < 1:
         raise BenchError("--jobs must be >= 1")
+    executor, slurm = executor_options(args, file_run)
+    shards_per_gpu = args.shards_per_gpu if args.shards_per_gpu is not None else file_run.get("shards_per_gpu", 1)
+    if isinstance(shards_per_gpu, bool) or not isinstance(shards_per_gpu, int) or shards_per_gpu < 1:
+        raise BenchError(f"--shards-per-gpu must be a whole number >= 1, got {shards_per_gpu!r}")
+    overwrite = args.overwrite or bool(file_run.get("overwrite", False))
+    resume = bool(args.resume) or bool(file_run.get("resume", False))
+    if resume and overwrite:
+        raise BenchError("--resume and --overwrite contradict each other: --resume keeps finished shards, "
+                         "--overwrite recomputes them; give one")
+    if executor == "slurm" and args.jobs is not None:
+        raise BenchError("--jobs is for local runs; with --executor slurm use --array-parallelism and "
+                         "--shards-per-gpu")
     return {
         "methods": args.methods or as_list(file_run.get("methods", DEFAULT_METHODS)),
         "datasets": args.datasets or as_list(file_run.get("datasets", "demo")),
@@ -228,8 +272,37 @@ def run_options(args: argparse.Namespace) -> dict[str, Any]:
                             or DEFAULT_RESULTS),
         "jobs": jobs,
         "device": args.device if args.device != "auto" else file_run.get("device", "auto"),
-        "overwrite": args.overwrite or bool(file_run.get("overwrite", False)),
+        "overwrite": overwrite,
+        "resume": resume,
+        "executor": executor,
+        "shards_per_gpu": shards_per_gpu,
+        "slurm": slurm,
     }
+
+
+def executor_options(args: argparse.Namespace, file_run: dict[str, Any]) -> tuple[str, Any]:
+    """The executor and, for slurm, its SlurmOptions: profile file < config-file keys < flags."""
+    from bench.executors import EXECUTORS, SLURM_KEYS, load_profile, parse_sbatch, require_submitit, slurm_options
+
+    executor = args.executor or str(file_run.get("executor", "local"))
+    if executor not in EXECUTORS:
+        raise BenchError(f"executor {executor!r}: use local or slurm")
+    flags = {key: getattr(args, key) for key in SLURM_KEYS if key != "sbatch"}
+    flags["sbatch"] = parse_sbatch(args.sbatch) if args.sbatch else None
+    given = [f"--{k.replace('_', '-')}" for k, v in flags.items() if v is not None]
+    given += ["--slurm-profile"] if args.slurm_profile else []
+    if executor != "slurm":
+        if given:
+            raise BenchError(f"{given[0]} applies to --executor slurm only; add --executor slurm (or drop it)")
+        return executor, None
+    require_submitit()
+    profile_path = args.slurm_profile or file_run.get("slurm_profile")
+    if profile_path and not args.slurm_profile and args.config and not Path(profile_path).expanduser().exists():
+        beside = Path(args.config).parent / profile_path  # a profile named in a config file, next to it
+        profile_path = str(beside) if beside.exists() else profile_path
+    profile = load_profile(profile_path) if profile_path else {}
+    from_file = {key: file_run[key] for key in SLURM_KEYS if key in file_run}
+    return executor, slurm_options(profile, from_file, flags)
 
 
 def eval_options(args: argparse.Namespace, file_run: dict[str, Any], data_dir: str | None) -> Any:
@@ -292,6 +365,10 @@ def cmd_run(args: argparse.Namespace) -> int:
     shards = plan(opts["methods"], opts["datasets"], opts["encoders"], opts["seeds"], opts["overrides"],
                   opts["data_dir"], opts["knobs"], results_dir, opts["request"])
     print(f"bench: {len(shards)} shard(s) -> {results_dir}", file=sys.stderr)
+    if opts["resume"]:
+        shards = skip_active(shards, results_dir)
+    if opts["executor"] == "slurm":
+        return submit_shards(shards, opts)
 
     def report(i: int, n: int, outcome: Any) -> None:
         accuracy = next((r["value"] for r in outcome.rows if r["metric"] == "accuracy" and r["split"] == "test"),
@@ -303,7 +380,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     failed_evaluations: list[Any] = []
     outcomes = execute(shards, results_dir, opts["jobs"], opts["device"], opts["overwrite"], not args.no_progress,
-                       report, opts["request"])
+                       report, opts["request"], shards_per_gpu=opts["shards_per_gpu"])
     rows = [row for o in outcomes for row in o.rows]
     if rows:
         print(summary_table(rows).to_string(index=False))
@@ -317,6 +394,61 @@ def cmd_run(args: argparse.Namespace) -> int:
             print(f"  {o.key}: {o.message}", file=sys.stderr)
     report_failed_evaluations(failed_evaluations, " (the runs' training results are kept)")
     return 1 if failed or failed_evaluations else 0
+
+
+def skip_active(shards: list[Any], results_dir: Path) -> list[Any]:
+    """--resume: drop the shards SLURM reports as pending or running (warn when it cannot be asked)."""
+    from bench.status import active_keys
+
+    active = active_keys(results_dir, [s.spec.key for s in shards])
+    if active is None:
+        print("bench: --resume: cannot query SLURM (scheduler unreachable); shards submitted earlier may run "
+              "twice", file=sys.stderr)
+        return shards
+    if active:
+        print(f"bench: --resume: skipping {len(active)} shard(s) pending or running on SLURM (see `bench status`)",
+              file=sys.stderr)
+    return [s for s in shards if s.spec.key not in active]
+
+
+def submit_shards(shards: list[Any], opts: dict[str, Any]) -> int:
+    """--executor slurm: submit the unfinished shards as one job array, print the jobs and return at once."""
+    from bench import store
+    from bench.executors import submit
+
+    results_dir = opts["results_dir"]
+    todo = shards if opts["overwrite"] else [s for s in shards if not store.is_finished(results_dir / s.spec.key)]
+    if not todo:
+        print("bench: nothing to submit: every shard is finished (or pending/running with --resume)",
+              file=sys.stderr)
+        return 0
+    submission = submit(todo, results_dir, opts["slurm"], opts["request"], opts["device"], opts["overwrite"],
+                        opts["shards_per_gpu"])
+    record = submission.record
+    arrays = sorted({str(job["job_id"]).split("_")[0] for job in record["jobs"]})
+    print(f"bench: submitted {len(todo)} shard(s) as {len(record['jobs'])} array task(s) of SLURM job "
+          f"{', '.join(arrays)} ({len(shards) - len(todo)} already finished)", file=sys.stderr)
+    for job in record["jobs"]:
+        print(f"  {job['job_id']}  {', '.join(job['shards'])}")
+    print(f"bench: logs: {submission.folder}/<job id>_0_log.out|.err; record: {submission.record_path}",
+          file=sys.stderr)
+    print(f"bench: follow with `bench status --results-dir {results_dir}`; after preemption or a time-out the "
+          "tasks requeue themselves and resume", file=sys.stderr)
+    return 0
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    """Print every shard's state (done, running, pending, failed, interrupted, unknown) and the counts."""
+    from bench.status import format_table, shard_states, summary_line
+
+    results_dir = Path(args.results_dir or os.environ.get("BENCH_RESULTS_DIR") or DEFAULT_RESULTS)
+    statuses = shard_states(results_dir, args.runs)
+    if not statuses:
+        print(f"bench: no shards under {results_dir} yet (start some with `bench run`)", file=sys.stderr)
+        return 0
+    print(format_table(statuses))
+    print(summary_line(statuses))
+    return 0
 
 
 def report_failed_evaluations(failed: list[Any], remark: str = "") -> None:
@@ -400,7 +532,7 @@ def main(argv: list[str] | None = None) -> int:
     from bench.report_cli import cmd_report, cmd_results
 
     commands = {"list": cmd_list, "run": cmd_run, "evaluate": cmd_evaluate, "results": cmd_results,
-                "report": cmd_report, "plot": cmd_plot}
+                "report": cmd_report, "plot": cmd_plot, "status": cmd_status}
     try:
         return commands.get(args.command, cmd_planned)(args)
     except BenchError as exc:

@@ -1,5 +1,6 @@
 """Expand methods x datasets x encoders x seeds into shards and run them locally (in-process or in a
-pool of worker processes, one GPU each when several are visible)."""
+pool of worker processes, each pinned to one GPU; `shards_per_gpu` workers share each GPU).
+SLURM submission is in bench.executors."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ import methods  # noqa: F401  (registers the methods)
 from bench.data import TextData, load_dataset
 from bench.encoders import canonical_encoder, check_encoder
 from bench.errors import BenchError
+from bench.executors import DataRef, data_ref
 from bench.registry import DATASETS, METHODS
 from bench.settings import method_config
 from bench.shard import ShardOutcome, ShardRequest, run_shard
@@ -25,10 +27,11 @@ log = logging.getLogger(__name__)
 
 @dataclass
 class Shard:
-    """One unit of work: a spec and the loaded data it trains on."""
+    """One unit of work: a spec, the loaded data it trains on, and how a job elsewhere reloads that data."""
 
     spec: RunSpec
     data: TextData
+    source: DataRef | None = None
 
 
 def train_config(dataset: str, overrides: dict[str, Any]) -> TrainConfig:
@@ -63,6 +66,7 @@ def plan(method_names: list[str], dataset_names: list[str], encoder_names: list[
     for dataset in dataset_names:
         cfg = train_config(dataset, overrides)
         data = load_dataset(dataset, data_dir, cfg.data_seed, cfg.val_fraction)
+        source = data_ref(dataset, data_dir, cfg.data_seed, cfg.val_fraction)
         for evaluator in build_evaluators(list(request.evaluators)):
             evaluator.check(request.options, data, results_dir)
         for method in method_names:
@@ -71,7 +75,7 @@ def plan(method_names: list[str], dataset_names: list[str], encoder_names: list[
             for encoder in encoder_names:
                 for seed in seeds:
                     spec = RunSpec(method, data.name, encoder, seed, data.fingerprint, cfg, configs[method])
-                    shards.append(Shard(spec, data))
+                    shards.append(Shard(spec, data, source))
     keys = [s.spec.key for s in shards]
     if len(set(keys)) != len(keys):
         raise BenchError("two requested shards have the same key (a name given twice?)")
@@ -92,14 +96,34 @@ def _run_in_worker(shard: Shard, results_dir: Path, device: str, overwrite: bool
     return run_shard(shard.spec, shard.data, results_dir, device, overwrite, progress=False, request=request)
 
 
+def worker_gpus(jobs: int, gpu_count: int, shards_per_gpu: int = 1) -> list[int | None]:
+    """The GPU of each pool worker (None: CPU). `shards_per_gpu` K > 1 asks for K workers per GPU (K on the
+    CPU when there is no GPU), or `jobs` workers if more; workers are dealt to GPUs round-robin."""
+    if shards_per_gpu < 1:
+        raise BenchError("--shards-per-gpu must be >= 1")
+    workers = max(jobs, max(gpu_count, 1) * shards_per_gpu) if shards_per_gpu > 1 else jobs
+    return [i % gpu_count if gpu_count else None for i in range(workers)]
+
+
+def cpu_count() -> int:
+    """CPUs this process may use (the allocation under SLURM, not the whole node)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
 def execute(shards: list[Shard], results_dir: Path, jobs: int = 1, device: str = "auto",
             overwrite: bool = False, progress: bool = True,
             report: Callable[[int, int, ShardOutcome], None] | None = None,
-            request: ShardRequest = ShardRequest()) -> list[ShardOutcome]:
-    """Run shards (skipping finished ones unless `overwrite`); a failed shard never stops the others."""
+            request: ShardRequest = ShardRequest(), shards_per_gpu: int = 1) -> list[ShardOutcome]:
+    """Run shards (skipping finished ones unless `overwrite`); a failed shard never stops the others.
+
+    Several workers (`jobs`, or `shards_per_gpu` per GPU) run in spawned processes, each pinned to one GPU.
+    """
     report = report or (lambda i, n, o: None)
     outcomes: list[ShardOutcome] = []
-    if jobs <= 1 or len(shards) <= 1:
+    if max(jobs, shards_per_gpu) <= 1 or len(shards) <= 1:
         for i, shard in enumerate(shards, start=1):
             outcomes.append(run_shard(shard.spec, shard.data, results_dir, device, overwrite, progress,
                                       request=request))
@@ -109,13 +133,15 @@ def execute(shards: list[Shard], results_dir: Path, jobs: int = 1, device: str =
 
     context = multiprocessing.get_context("spawn")
     gpu_count = torch.cuda.device_count() if device in ("auto", "cuda") else 0
+    slots = worker_gpus(jobs, gpu_count, shards_per_gpu)
+    workers = min(len(slots), len(shards))
     gpu_ids = None
     if gpu_count:
         gpu_ids = context.Manager().Queue()
-        for i in range(jobs):
-            gpu_ids.put(i % gpu_count)
-    threads = max(1, (os.cpu_count() or 1) // jobs)
-    with ProcessPoolExecutor(max_workers=jobs, mp_context=context, initializer=_init_worker,
+        for gpu in slots[:workers]:
+            gpu_ids.put(gpu)
+    threads = max(1, cpu_count() // workers)
+    with ProcessPoolExecutor(max_workers=workers, mp_context=context, initializer=_init_worker,
                              initargs=(gpu_ids, threads)) as pool:
         futures = {pool.submit(_run_in_worker, shard, results_dir, "cuda" if gpu_count else device, overwrite,
                                request): shard for shard in shards}

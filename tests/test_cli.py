@@ -137,9 +137,12 @@ def test_debug_shows_the_traceback(cli, tiny):
         cli("run", "--datasets", tiny, "--methods", "nope", "--debug")
 
 
-def test_planned_commands_say_so(cli):
+def test_status_lists_runs(cli, tiny, results):
     code, _, err = cli("status")
-    assert code == 2 and "not implemented yet" in err
+    assert code == 0 and "no shards" in err
+    assert cli("run", "--methods", "ce", "--datasets", tiny, *FAST)[0] == 0
+    code, out, _ = cli("status")
+    assert code == 0 and out.splitlines()[-1] == "1 shard(s): 1 done"
 
 
 def test_parallel_jobs(cli, tiny, results):

@@ -1,0 +1,359 @@
+"""Run shards on a SLURM cluster through submitit: options and profiles, packing shards into array tasks,
+the job callable (requeued on preemption or timeout, resuming from the last epoch checkpoint), and the
+`submitted.json` record that `bench status` reads.
+
+submitit is optional (`pip install clbench[slurm]`); this module imports without it.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import logging
+import os
+import shutil
+import sys
+import time
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable
+
+import yaml
+
+from bench import store
+from bench.errors import BenchError
+from bench.spec import RunSpec
+from bench.status import SUBMISSIONS, SUBMITTED
+
+try:  # the job callable must be a submitit Checkpointable to be requeued; without submitit nothing is submitted
+    from submitit.helpers import Checkpointable, DelayedSubmission
+except ImportError:  # pragma: no cover - exercised only where submitit is absent
+    class Checkpointable:  # type: ignore[no-redef]
+        """Stand-in so this module imports without submitit (submission checks for it first)."""
+
+    DelayedSubmission = None  # type: ignore[assignment,misc]
+
+if TYPE_CHECKING:
+    from bench.data import TextData
+    from bench.runner import Shard
+    from bench.shard import ShardOutcome, ShardRequest
+
+log = logging.getLogger(__name__)
+
+EXECUTORS = ("local", "slurm")
+INSTALL = "pip install clbench[slurm]"
+# Keys of a SLURM profile (YAML), of `bench run` flags (dashes for underscores) and of --config run keys.
+SLURM_KEYS = ("partition", "time_min", "gpus_per_job", "mem_gb", "cpus_per_task", "array_parallelism", "sbatch")
+# sbatch options that have their own flag; `--sbatch` must not set them a second time.
+OWN_FLAGS = {"partition": "--partition", "time": "--time-min", "gpus-per-node": "--gpus-per-job",
+             "mem": "--mem-gb", "cpus-per-task": "--cpus-per-task", "array": "--array-parallelism"}
+
+
+# ----------------------------------------------------------------------------------------------- options
+
+@dataclass(frozen=True)
+class SlurmOptions:
+    """What each array task asks SLURM for; `parameters()` turns it into submitit's names."""
+
+    partition: str | None = None
+    time_min: int = 240
+    gpus_per_job: int = 1
+    mem_gb: float | None = None
+    cpus_per_task: int | None = None
+    array_parallelism: int | None = None
+    sbatch: tuple[tuple[str, Any], ...] = ()  # further `#SBATCH --KEY=VALUE` lines (account, qos, constraint...)
+
+    def __post_init__(self) -> None:
+        checks = [
+            (self.time_min >= 1, "--time-min must be >= 1 (minutes per array task)"),
+            (self.gpus_per_job >= 0, "--gpus-per-job must be >= 0"),
+            (self.mem_gb is None or self.mem_gb > 0, "--mem-gb must be > 0"),
+            (self.cpus_per_task is None or self.cpus_per_task >= 1, "--cpus-per-task must be >= 1"),
+            (self.array_parallelism is None or self.array_parallelism >= 1, "--array-parallelism must be >= 1"),
+        ]
+        for ok, message in checks:
+            if not ok:
+                raise BenchError(message)
+        for key, _ in self.sbatch:
+            flag = OWN_FLAGS.get(key.replace("_", "-"))
+            if flag:
+                raise BenchError(f"--sbatch {key}=...: use {flag} instead")
+
+    def parameters(self) -> dict[str, Any]:
+        """Keyword arguments for `submitit.AutoExecutor.update_parameters` (unset options left out)."""
+        params: dict[str, Any] = {"name": "bench", "timeout_min": self.time_min, "gpus_per_node": self.gpus_per_job}
+        if self.mem_gb is not None:
+            params["mem_gb"] = self.mem_gb
+        if self.cpus_per_task is not None:
+            params["cpus_per_task"] = self.cpus_per_task
+        if self.partition:
+            params["slurm_partition"] = self.partition
+        if self.array_parallelism is not None:
+            params["slurm_array_parallelism"] = self.array_parallelism
+        if self.sbatch:
+            params["slurm_additional_parameters"] = dict(self.sbatch)
+        return params
+
+
+def parse_sbatch(items: list[str]) -> dict[str, str]:
+    """`["account=abc", "qos=high"]` (repeated --sbatch flags) -> {'account': 'abc', 'qos': 'high'}."""
+    parsed: dict[str, str] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        key = key.strip().lstrip("-")
+        if not sep or not key:
+            raise BenchError(f"--sbatch {item!r}: expected KEY=VALUE, e.g. --sbatch account=myproject")
+        parsed[key] = value.strip()
+    return parsed
+
+
+def load_profile(path: str | Path) -> dict[str, Any]:
+    """A SLURM profile (YAML mapping of SLURM_KEYS, dashes or underscores), keys normalised."""
+    try:
+        raw = yaml.safe_load(Path(path).expanduser().read_text(encoding="utf-8")) or {}
+    except (OSError, yaml.YAMLError) as exc:
+        raise BenchError(f"cannot read SLURM profile {path}: {exc}".splitlines()[0]) from exc
+    if not isinstance(raw, dict):
+        raise BenchError(f"SLURM profile {path} must be a YAML mapping such as `partition: gpu`")
+    profile = {str(k).replace("-", "_"): v for k, v in raw.items()}
+    unknown = sorted(set(profile) - set(SLURM_KEYS))
+    if unknown:
+        raise BenchError(f"SLURM profile {path}: unknown key(s) {unknown}; known: {', '.join(SLURM_KEYS)}")
+    return profile
+
+
+def slurm_options(*layers: dict[str, Any]) -> SlurmOptions:
+    """SlurmOptions from layers of SLURM_KEYS values, later layers winning (None = not given);
+    `sbatch` entries are merged key by key."""
+    values: dict[str, Any] = {}
+    sbatch: dict[str, Any] = {}
+    for layer in layers:
+        for key, value in layer.items():
+            if value is None:
+                continue
+            if key not in SLURM_KEYS:
+                raise BenchError(f"unknown SLURM option {key!r}; known: {', '.join(SLURM_KEYS)}")
+            if key == "sbatch":
+                if isinstance(value, (list, tuple)):
+                    value = parse_sbatch([str(v) for v in value])
+                if not isinstance(value, dict):
+                    raise BenchError(f"sbatch must be a mapping (account: abc) or KEY=VALUE items, got {value!r}")
+                sbatch.update({str(k): v for k, v in value.items()})
+            else:
+                values[key] = _typed(key, value)
+    return SlurmOptions(**values, sbatch=tuple(sorted(sbatch.items())))
+
+
+def _typed(key: str, value: Any) -> Any:
+    """A SLURM option value checked against its type (numbers written as text are accepted)."""
+    kind = {"partition": str, "mem_gb": float}.get(key, int)
+    if isinstance(value, bool) or (kind is str and not isinstance(value, str)):
+        raise BenchError(f"SLURM option {key} must be a {kind.__name__}, got {value!r}")
+    try:
+        number = float(value) if kind is not str else None
+    except (TypeError, ValueError):
+        raise BenchError(f"SLURM option {key} must be a {kind.__name__}, got {value!r}") from None
+    if kind is int:
+        if number is None or not number.is_integer():
+            raise BenchError(f"SLURM option {key} must be a whole number, got {value!r}")
+        return int(number)
+    return value if kind is str else number
+
+
+def require_submitit() -> None:
+    """Fail with the install command when submitit is missing."""
+    if importlib.util.find_spec("submitit") is None:
+        raise BenchError(f"--executor slurm needs submitit: {INSTALL}")
+
+
+# ----------------------------------------------------------------------------------------------- the job
+
+@dataclass(frozen=True)
+class DataRef:
+    """How a job reloads a shard's dataset instead of pickling it: the card name or absolute folder, the
+    data folder, and the validation carve."""
+
+    name: str
+    data_dir: str | None = None
+    data_seed: int = 0
+    val_fraction: float = 0.1
+
+    def load(self) -> "TextData":
+        """Load the dataset as `plan` did."""
+        from bench.data import load_dataset
+
+        return load_dataset(self.name, self.data_dir, self.data_seed, self.val_fraction)
+
+
+def data_ref(name: str, data_dir: str | None, data_seed: int, val_fraction: float) -> DataRef:
+    """A DataRef that works from any folder: paths made absolute, $BENCH_DATA_DIR recorded."""
+    from bench.registry import DATASETS
+
+    if name not in DATASETS and Path(name).expanduser().is_dir():
+        name = str(Path(name).expanduser().resolve())
+    folder = data_dir or os.environ.get("BENCH_DATA_DIR")
+    return DataRef(name, str(Path(folder).expanduser().resolve()) if folder else None, data_seed, val_fraction)
+
+
+@dataclass(frozen=True)
+class ShardTask:
+    """One shard as a job receives it: its spec and where its data comes from (both picklable)."""
+
+    spec: RunSpec
+    data: DataRef
+
+
+def task_of(shard: "Shard") -> ShardTask:
+    """The picklable task of a planned shard."""
+    if shard.source is None:
+        raise BenchError(f"shard {shard.spec.key} has no data source; plan it with bench.runner.plan")
+    return ShardTask(shard.spec, shard.source)
+
+
+class ShardJob(Checkpointable):
+    """The callable each array task runs: reload the data, check its fingerprint, and run the task's shards
+    with `bench.runner.execute` (K at once per GPU when shards_per_gpu = K). On preemption or timeout
+    submitit calls `checkpoint`, which resubmits the same shards; finished ones are skipped and unfinished
+    ones resume from their last epoch checkpoint."""
+
+    def __init__(self, results_dir: str | Path, device: str = "auto", overwrite: bool = False,
+                 request: "ShardRequest | None" = None, shards_per_gpu: int = 1) -> None:
+        self.results_dir = str(Path(results_dir).resolve())
+        self.device = device
+        self.overwrite = overwrite
+        self.request = request
+        self.shards_per_gpu = shards_per_gpu
+
+    def __call__(self, tasks: list[ShardTask]) -> list["ShardOutcome"]:
+        """Run the shards of one array task; returns their outcomes (failures recorded, never raised)."""
+        from bench.runner import Shard, execute
+        from bench.shard import ShardOutcome, ShardRequest
+
+        logging.basicConfig(level=logging.WARNING, format="%(levelname)s: %(message)s")
+        os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+        results_dir = Path(self.results_dir)
+        shards: list[Shard] = []
+        outcomes: list[ShardOutcome] = []
+        loaded: dict[DataRef, Any] = {}
+        for task in tasks:
+            try:
+                if task.data not in loaded:
+                    loaded[task.data] = task.data.load()
+                data = loaded[task.data]
+                if data.fingerprint != task.spec.data_fingerprint:
+                    raise BenchError(f"the data of {task.spec.dataset} changed since submission (fingerprint "
+                                     f"{data.fingerprint} != {task.spec.data_fingerprint}); plan and submit again")
+            except Exception as exc:  # one bad dataset fails its shards, not the array task
+                reason = str(exc) if isinstance(exc, BenchError) else f"{exc.__class__.__name__}: {exc}"
+                outcomes.append(fail_task(results_dir, task, reason))
+                print(f"failed  {task.spec.key}  {reason}", flush=True)
+                continue
+            shards.append(Shard(task.spec, data, task.data))
+
+        def report(i: int, n: int, outcome: ShardOutcome) -> None:
+            print(f"[{i}/{n}] {outcome.status:7s} {outcome.key}  {outcome.message}"
+                  + (f"  ({outcome.seconds:.0f}s)" if outcome.status == "done" else ""), flush=True)
+
+        outcomes += execute(shards, results_dir, 1, self.device, self.overwrite, False, report,
+                            self.request or ShardRequest(), shards_per_gpu=self.shards_per_gpu)
+        return outcomes
+
+    def checkpoint(self, tasks: list[ShardTask]) -> Any:
+        """The resubmission submitit requeues: the same shards, never overwriting (that would discard the
+        epoch checkpoints the requeued job resumes from)."""
+        require_submitit()
+        return DelayedSubmission(ShardJob(self.results_dir, self.device, False, self.request, self.shards_per_gpu),
+                                 tasks)
+
+    def __repr__(self) -> str:
+        return f"ShardJob({self.results_dir!r}, overwrite={self.overwrite}, shards_per_gpu={self.shards_per_gpu})"
+
+
+def fail_task(results_dir: Path, task: ShardTask, reason: str) -> "ShardOutcome":
+    """Record a shard that could not start (its data failed to load or changed) as failed."""
+    from bench.shard import fail
+
+    return fail(results_dir / task.spec.key, task.spec, reason, "", time.perf_counter())
+
+
+# ----------------------------------------------------------------------------------------------- submission
+
+def pack(items: list[Any], shards_per_gpu: int = 1, gpus_per_job: int = 1) -> list[list[Any]]:
+    """Consecutive groups of shards, one per array task: shards_per_gpu per GPU of the task (the task runs
+    them shards_per_gpu at a time per GPU, in worker processes)."""
+    if shards_per_gpu < 1:
+        raise BenchError("--shards-per-gpu must be >= 1")
+    size = shards_per_gpu * max(1, gpus_per_job)
+    return [items[i:i + size] for i in range(0, len(items), size)]
+
+
+def new_executor(folder: Path, cluster: str = "slurm") -> Any:
+    """A submitit AutoExecutor writing into `folder` (checks that submitit and SLURM are here)."""
+    require_submitit()
+    import submitit
+
+    if cluster == "slurm" and not (shutil.which("sbatch") and shutil.which("srun")):
+        raise BenchError("--executor slurm: no `sbatch`/`srun` on this machine; run `bench run` on the "
+                         "cluster's login node, or use --executor local")
+    return submitit.AutoExecutor(folder=folder, cluster=cluster)
+
+
+@dataclass
+class Submission:
+    """What one `bench run --executor slurm` submitted: its folder, record and jobs."""
+
+    folder: Path
+    record: dict[str, Any]
+    jobs: list[Any] = field(default_factory=list)
+
+    @property
+    def record_path(self) -> Path:
+        """Where the submitted.json record is."""
+        return self.folder / SUBMITTED
+
+
+def submission_folder(results_dir: Path) -> Path:
+    """A new `<results>/.slurm/<timestamp>` folder (suffixed when two submissions share a second)."""
+    base = results_dir.resolve() / SUBMISSIONS / datetime.now().strftime("%Y%m%d-%H%M%S")
+    folder, n = base, 1
+    while folder.exists():
+        n += 1
+        folder = base.with_name(f"{base.name}-{n}")
+    folder.mkdir(parents=True)
+    return folder
+
+
+def submit(shards: list["Shard"], results_dir: Path, options: SlurmOptions,
+           request: "ShardRequest | None" = None, device: str = "auto", overwrite: bool = False,
+           shards_per_gpu: int = 1, cluster: str = "slurm",
+           make_executor: Callable[[Path, str], Any] | None = None) -> Submission:
+    """Submit shards as one submitit job array (returns at once) and write its submitted.json record."""
+    if not shards:
+        raise BenchError("nothing to submit")
+    groups = pack([task_of(s) for s in shards], shards_per_gpu, options.gpus_per_job)
+    folder = submission_folder(results_dir)
+    executor = (make_executor or new_executor)(folder, cluster)
+    executor.update_parameters(**options.parameters())
+    job = ShardJob(results_dir, device, overwrite, request, shards_per_gpu)
+    try:
+        jobs = executor.map_array(job, groups)
+    except Exception as exc:  # sbatch refused (bad partition, account...): its message, on one line
+        reason = " ".join(str(exc).split())[:300] or exc.__class__.__name__
+        raise BenchError(f"SLURM refused the submission: {reason} (check --partition/--sbatch; "
+                         f"files in {folder})") from exc
+    record = {
+        "submitted_at": datetime.now(timezone.utc).isoformat(), "submitted_ts": time.time(),
+        "cluster": cluster, "folder": str(folder), "results_dir": str(results_dir.resolve()),
+        "parameters": options.parameters(), "shards_per_gpu": shards_per_gpu, "overwrite": overwrite,
+        "argv": sys.argv, "jobs": [], "shards": {},
+    }
+    for index, (handle, group) in enumerate(zip(jobs, groups)):
+        job_id = str(handle.job_id)
+        array_job, _, array_task = job_id.partition("_")
+        record["jobs"].append({"job_id": job_id, "shards": [t.spec.key for t in group],
+                               "stdout": str(handle.paths.stdout), "stderr": str(handle.paths.stderr)})
+        for task in group:
+            record["shards"][task.spec.key] = {"job_id": job_id, "array_job": array_job,
+                                               "array_task": int(array_task) if array_task.isdigit() else index}
+    store.write_json(folder / SUBMITTED, record)
+    return Submission(folder, record, list(jobs))

@@ -1,0 +1,408 @@
+"""Executors: SLURM submission through submitit (faked sbatch/sacct, or a mocked executor), the job callable and
+its requeue, submitit's local executor, `bench status`, `--resume` and `--shards-per-gpu`."""
+
+import json
+import os
+import pickle
+import time
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+submitit = pytest.importorskip("submitit")
+
+from bench import store
+from bench.cli import build_parser, run_options
+from bench.executors import (DataRef, ShardJob, ShardTask, SlurmOptions, load_profile, pack, slurm_options, submit,
+                             task_of)
+from bench.runner import Shard, plan, worker_gpus
+from bench.spec import RunSpec
+from bench.status import decide, query_states
+from conftest import FAST
+
+ONE_EPOCH = [*FAST, "--epochs", "1"]
+
+
+def planned(tiny, results, *extra):
+    """The shards `bench run --methods ce --datasets TINY ...extra` would run."""
+    opts = run_options(build_parser().parse_args(["run", "--methods", "ce", "--datasets", str(tiny), *ONE_EPOCH,
+                                                  *extra]))
+    return plan(opts["methods"], opts["datasets"], opts["encoders"], opts["seeds"], opts["overrides"],
+                opts["data_dir"], opts["knobs"], results, opts["request"]), opts
+
+
+def values(run_dir):
+    return [r["value"] for r in json.loads((run_dir / "rows.json").read_text())]
+
+
+@pytest.fixture
+def fake_slurm(tmp_path, monkeypatch):
+    """`sbatch`, `srun` and `sacct` stand-ins on PATH; write sacct's answer with `.sacct(text)`."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    answer = tmp_path / "sacct.txt"
+    scripts = {"sbatch": 'echo "Submitted batch job 4242"', "srun": "exit 0", "sacct": f'cat "{answer}"'}
+    for name, body in scripts.items():
+        (bin_dir / name).write_text(f"#!/bin/sh\n{body}\n")
+        (bin_dir / name).chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    answer.write_text("JobID|State|NodeList\n")
+    return SimpleNamespace(bin=bin_dir, sacct=lambda text: answer.write_text("JobID|State|NodeList\n" + text))
+
+
+@pytest.fixture
+def one_thread(monkeypatch):
+    """Train with one CPU thread here and in job processes (much faster on a busy machine; results compared
+    within a test are all made this way)."""
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    yield
+    torch.set_num_threads(threads)
+
+
+class FakeExecutor:
+    """Records what bench.executors.submit asks of submitit; jobs come back at once with array ids
+    (array 4242 for the first executor made, 4243 for the next...)."""
+
+    def __init__(self, folder, cluster, array=4242):
+        self.folder, self.cluster, self.parameters, self.calls, self.array = Path(folder), cluster, {}, [], array
+
+    def update_parameters(self, **kwargs):
+        self.parameters.update(kwargs)
+
+    def map_array(self, fn, groups):
+        self.calls.append((fn, list(groups)))
+        return [SimpleNamespace(job_id=f"{self.array}_{i}",
+                                paths=SimpleNamespace(stdout=self.folder / f"{self.array}_{i}_0_log.out",
+                                                      stderr=self.folder / f"{self.array}_{i}_0_log.err"))
+                for i in range(len(groups))]
+
+
+@pytest.fixture
+def mocked(monkeypatch):
+    """Every submission goes to a FakeExecutor; returns the list of executors made."""
+    made = []
+
+    def factory(folder, cluster="slurm"):
+        made.append(FakeExecutor(folder, cluster, 4242 + len(made)))
+        return made[-1]
+
+    monkeypatch.setattr("bench.executors.new_executor", factory)
+    return made
+
+
+def fake_spec(seed, method="ce"):
+    return RunSpec(method, "tiny", "tiny-bert", seed, "f" * 12)
+
+
+def fake_shard(seed, method="ce"):
+    return Shard(fake_spec(seed, method), None, DataRef("/data/tiny"))
+
+
+# ----------------------------------------------------------------------------------------------- the job
+
+
+def test_slurm_job_reproduces_a_local_run(cli, tiny, tmp_path, fake_slurm, one_thread):
+    local, cluster = tmp_path / "local", tmp_path / "cluster"
+    assert cli("run", "--methods", "ce", "--datasets", tiny, "--seeds", "1,2", *ONE_EPOCH,
+               "--results-dir", local)[0] == 0
+    started = time.perf_counter()
+    code, out, err = cli("run", "--methods", "ce", "--datasets", tiny, "--seeds", "1,2", *ONE_EPOCH,
+                         "--results-dir", cluster, "--executor", "slurm", "--partition", "gpu", "--time-min", "30",
+                         "--sbatch", "account=proj")
+    assert code == 0, err
+    assert time.perf_counter() - started < 10  # submitted, not run
+    assert "4242_0" in out and "4242_1" in out and "logs:" in err and "bench status" in err
+    assert not list(cluster.glob("*/rows.json"))
+    record_path = next(cluster.glob(".slurm/*/submitted.json"))
+    record = json.loads(record_path.read_text())
+    assert sorted(e["job_id"] for e in record["shards"].values()) == ["4242_0", "4242_1"]
+    folder = record_path.parent
+    script = next(folder.glob("*submission.sh")).read_text()
+    assert "--partition=gpu" in script and "--account=proj" in script and "--time=30" in script
+    assert "--array=0-1%2" in script and "--gpus-per-node=1" in script
+
+    fake_slurm.sacct("4242_0|RUNNING|node1\n4242_1|PENDING|\n")
+    code, out, _ = cli("status", "--results-dir", cluster)
+    assert code == 0 and "1 running, 1 pending" in out
+
+    # what the array tasks do on the nodes: unpickle the submitted callable and run it
+    for job_id in ("4242_0", "4242_1"):
+        delayed = submitit.helpers.DelayedSubmission.load(folder / f"{job_id}_submitted.pkl")
+        assert isinstance(delayed.function, ShardJob)
+        assert [o.status for o in delayed.result()] == ["done"]
+    for run_dir in local.glob("ce_*"):
+        assert values(cluster / run_dir.name) == values(run_dir)
+    fake_slurm.sacct("4242_0|COMPLETED|node1\n4242_1|COMPLETED|node1\n")
+    code, out, _ = cli("status", "--results-dir", cluster)
+    assert code == 0 and "2 shard(s): 2 done" in out
+
+
+def test_submitit_local_executor_matches_a_local_run(cli, tiny, tmp_path, one_thread):
+    local, cluster = tmp_path / "local", tmp_path / "cluster"
+    assert cli("run", "--methods", "ce", "--datasets", tiny, "--seeds", "1,2", *ONE_EPOCH,
+               "--results-dir", local)[0] == 0
+    shards, opts = planned(tiny, cluster, "--seeds", "1,2")
+    submission = submit(shards, cluster, SlurmOptions(time_min=5, gpus_per_job=0), opts["request"], "cpu",
+                        cluster="local")  # one job per shard, run by submitit in its own processes
+    outcomes = [o for job in submission.jobs for o in job.result()]
+    assert [(o.key, o.status) for o in outcomes] == [(s.spec.key, "done") for s in shards]
+    for shard in shards:
+        assert values(cluster / shard.spec.key) == values(local / shard.spec.key)
+    record = json.loads(submission.record_path.read_text())
+    assert record["shards"][shards[0].spec.key]["job_id"] == str(submission.jobs[0].job_id)
+    assert Path(record["jobs"][0]["stdout"]).is_file()  # the task's log
+
+
+def test_requeued_job_resumes_the_same_shard(tiny, results, monkeypatch, one_thread):
+    from bench.trainer import Trainer
+    from test_trainer import Killed
+
+    shards, opts = planned(tiny, results, "--epochs", "2")
+    tasks = [task_of(s) for s in shards]
+    job = ShardJob(results, "cpu", overwrite=True, request=opts["request"])
+    original_save = Trainer.save
+
+    def save_then_preempt(self, *a):
+        original_save(self, *a)
+        raise Killed  # SLURM preempts the task after the first epoch's checkpoint
+
+    monkeypatch.setattr(Trainer, "save", save_then_preempt)
+    with pytest.raises(Killed):
+        job(tasks)
+    run_dir = results / tasks[0].spec.key
+    assert (run_dir / "checkpoint.pt").is_file() and not store.is_finished(run_dir)
+
+    resubmission = job.checkpoint(tasks)  # what submitit requeues
+    assert isinstance(resubmission, submitit.helpers.DelayedSubmission)
+    assert isinstance(resubmission.function, ShardJob) and resubmission.args == (tasks,)
+    assert resubmission.function.results_dir == job.results_dir
+    assert resubmission.function.overwrite is False  # a requeue must not wipe the checkpoint
+    resubmission = pickle.loads(pickle.dumps(resubmission))  # it travels through a pickle file
+    monkeypatch.setattr(Trainer, "save", original_save)
+    (outcome,) = resubmission.result()
+    assert outcome.status == "done"
+    assert json.loads((run_dir / "train_log.json").read_text())["resumed_from_epoch"] == 1
+
+
+def test_job_fails_a_shard_whose_data_changed(tiny, results):
+    shards, opts = planned(tiny, results)
+    (tiny / "train.jsonl").write_text((tiny / "train.jsonl").read_text().replace("won the match", "lost", 1))
+    (outcome,) = ShardJob(results, "cpu", request=opts["request"])([task_of(shards[0])])
+    assert outcome.status == "failed" and "changed since submission" in outcome.message
+    assert "changed since submission" in json.loads((results / shards[0].spec.key / "error.json").read_text())["reason"]
+
+
+def test_data_ref_is_absolute_and_picklable(tiny, results, monkeypatch):
+    monkeypatch.chdir(tiny.parent)
+    shards, _ = planned(Path(tiny.name), results)
+    assert shards[0].source == DataRef(str(tiny.resolve()), None, 0, 0.1)
+    task = pickle.loads(pickle.dumps(task_of(shards[0])))
+    assert task.data.load().fingerprint == task.spec.data_fingerprint
+
+
+# ----------------------------------------------------------------------------------------------- options
+
+
+def test_options_from_profile_config_and_flags(tmp_path, fake_slurm):
+    profile = tmp_path / "cluster.yaml"
+    profile.write_text("partition: small\ntime-min: 120\nmem_gb: 32\ncpus_per_task: 8\n"
+                       "sbatch: {account: proj, qos: low}\n")
+    config = tmp_path / "sweep.yaml"
+    config.write_text("executor: slurm\nslurm_profile: cluster.yaml\npartition: big\narray_parallelism: 4\n"
+                      "shards_per_gpu: 2\n")
+    args = build_parser().parse_args(["run", "--config", str(config), "--time-min", "60", "--sbatch", "qos=high",
+                                      "--gpus-per-job", "2"])
+    opts = run_options(args)  # the profile is found next to the config file
+    assert opts["executor"] == "slurm" and opts["shards_per_gpu"] == 2
+    expected = {"name": "bench", "timeout_min": 60, "gpus_per_node": 2, "mem_gb": 32.0, "cpus_per_task": 8,
+                "slurm_partition": "big", "slurm_array_parallelism": 4,
+                "slurm_additional_parameters": {"account": "proj", "qos": "high"}}
+    assert opts["slurm"].parameters() == expected
+    executor = submitit.AutoExecutor(tmp_path / "sub", cluster="slurm")  # real names: submitit accepts them
+    executor.update_parameters(**expected)
+
+
+def test_submission_returns_at_once_with_the_mapped_parameters(cli, tiny, results, mocked):
+    code, out, err = cli("run", "--methods", "ce", "--datasets", tiny, "--seeds", "1-3", *ONE_EPOCH,
+                         "--executor", "slurm", "--partition", "gpu", "--time-min", "90", "--mem-gb", "16",
+                         "--cpus-per-task", "4", "--array-parallelism", "8", "--sbatch", "account=proj",
+                         "--shards-per-gpu", "2")
+    assert code == 0, err
+    (executor,) = mocked
+    assert executor.parameters == {"name": "bench", "timeout_min": 90, "gpus_per_node": 1, "mem_gb": 16.0,
+                                   "cpus_per_task": 4, "slurm_partition": "gpu", "slurm_array_parallelism": 8,
+                                   "slurm_additional_parameters": {"account": "proj"}}
+    ((fn, groups),) = executor.calls
+    assert isinstance(fn, ShardJob) and fn.shards_per_gpu == 2
+    assert [len(g) for g in groups] == [2, 1] and all(isinstance(t, ShardTask) for g in groups for t in g)
+    record = json.loads(next(results.glob(".slurm/*/submitted.json")).read_text())
+    assert [e["job_id"] for e in record["shards"].values()] == ["4242_0", "4242_0", "4242_1"]
+    assert record["folder"] == str(executor.folder) and "3 shard(s) as 2 array task(s)" in err
+    assert not list(results.glob("*/rows.json")) and not list(results.glob("ce_*"))
+
+
+@pytest.mark.parametrize("args,message", [
+    (["--partition", "gpu"], "--partition applies to --executor slurm only"),
+    (["--executor", "slurm", "--sbatch", "account"], "expected KEY=VALUE"),
+    (["--executor", "slurm", "--sbatch", "partition=x"], "use --partition instead"),
+    (["--executor", "slurm", "--time-min", "0"], "--time-min must be >= 1"),
+    (["--executor", "slurm", "--jobs", "2"], "--jobs is for local runs"),
+    (["--resume", "--overwrite"], "contradict"),
+    (["--shards-per-gpu", "0"], "--shards-per-gpu must be a whole number >= 1"),
+])
+def test_bad_executor_options_exit_with_one_line(cli, tiny, results, args, message):
+    code, _, err = cli("run", "--methods", "ce", "--datasets", tiny, *ONE_EPOCH, *args)
+    assert code == 2 and message in err and err.count("\n") == 1
+    assert not results.exists()
+
+
+def test_profile_errors_and_missing_tools(cli, tiny, tmp_path, monkeypatch):
+    profile = tmp_path / "p.yaml"
+    profile.write_text("partion: gpu\n")
+    with pytest.raises(Exception, match=r"unknown key\(s\) \['partion'\]; known: partition"):
+        load_profile(profile)
+    code, _, err = cli("run", "--datasets", tiny, "--executor", "slurm", "--slurm-profile", profile)
+    assert code == 2 and "unknown key(s) ['partion']" in err
+    with pytest.raises(Exception, match="mem_gb must be a float"):
+        slurm_options({"mem_gb": "lots"})
+    monkeypatch.setenv("PATH", str(tmp_path))  # no sbatch here
+    code, _, err = cli("run", "--methods", "ce", "--datasets", tiny, *ONE_EPOCH, "--executor", "slurm")
+    assert code == 2 and "no `sbatch`/`srun` on this machine" in err
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "submitit" else real(name, *a))
+    code, _, err = cli("run", "--datasets", tiny, "--executor", "slurm")
+    assert code == 2 and "pip install clbench[slurm]" in err
+
+
+# ----------------------------------------------------------------------------------------------- status
+
+
+def make_results(results, mocked):
+    """Six shards: done, failed, interrupted (local), and three submitted ones (no files / a checkpoint)."""
+    for seed, files in [(1, {"spec.json": "{}", "rows.json": "[]"}),
+                        (2, {"spec.json": "{}", "error.json": json.dumps({"reason": "loss became nan"})}),
+                        (3, {"spec.json": "{}", "checkpoint.pt": ""}),
+                        (5, {"spec.json": "{}", "checkpoint.pt": ""})]:
+        for name, text in files.items():
+            path = results / fake_spec(seed).key / name
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text)
+    submit([fake_shard(4), fake_shard(5), fake_shard(6)], results, SlurmOptions())
+    return {seed: fake_spec(seed).key for seed in range(1, 7)}
+
+
+def status_lines(out):
+    return {line.split()[0]: line for line in out.splitlines()[1:-1]}
+
+
+def test_status_reports_every_state(cli, results, mocked, monkeypatch):
+    keys = make_results(results, mocked)
+    asked = []
+
+    def sacct(job_ids):
+        asked.append(sorted(job_ids))
+        return {"4242_0": "PENDING", "4242_1": "RUNNING", "4242_2": "TIMEOUT"}
+
+    monkeypatch.setattr("bench.status.query_states", sacct)
+    code, out, _ = cli("status")
+    assert code == 0
+    lines = status_lines(out)
+    assert set(lines) == set(keys.values())
+    assert " done " in lines[keys[1]]
+    assert " failed " in lines[keys[2]] and "loss became nan" in lines[keys[2]]
+    assert " interrupted " in lines[keys[3]] and "checkpoint present" in lines[keys[3]]
+    assert " pending " in lines[keys[4]] and "4242_0" in lines[keys[4]]
+    assert " running " in lines[keys[5]] and "slurm RUNNING" in lines[keys[5]]
+    assert " interrupted " in lines[keys[6]] and "ended TIMEOUT" in lines[keys[6]]
+    assert out.splitlines()[-1] == "6 shard(s): 1 done, 1 running, 1 pending, 1 failed, 2 interrupted"
+    assert asked == [["4242_0", "4242_1", "4242_2"]]  # one query, unfinished submitted shards only
+
+    code, out, _ = cli("status", "ce_tiny_tiny-bert_s[12]_*")
+    assert code == 0 and out.splitlines()[-1] == "2 shard(s): 1 done, 1 failed"
+    code, _, err = cli("status", "nope_*")
+    assert code == 2 and "no shard 'nope_*'" in err
+
+
+def test_status_without_a_scheduler_says_unknown(cli, results, mocked, tmp_path, monkeypatch):
+    keys = make_results(results, mocked)
+    monkeypatch.setenv("PATH", str(tmp_path))  # no sacct
+    assert query_states(["4242_0"]) is None
+    code, out, _ = cli("status")
+    assert code == 0
+    lines = status_lines(out)
+    for seed in (4, 5, 6):
+        assert " unknown " in lines[keys[seed]] and "scheduler unreachable" in lines[keys[seed]]
+    assert " failed " in lines[keys[2]] and " done " in lines[keys[1]]
+    assert out.splitlines()[-1].endswith("1 done, 1 failed, 1 interrupted, 3 unknown")
+    code, _, err = cli("status", "--results-dir", tmp_path / "empty")
+    assert code == 0 and "no shards" in err
+
+
+def test_sacct_answers_are_read_with_submitit(fake_slurm):
+    fake_slurm.sacct("4242_0|RUNNING|n1\n4242_[1-2%4]|PENDING|\n4242_3|CANCELLED by 42|n2\n")
+    assert query_states(["4242_0", "4242_1", "4242_2", "4242_3", "4242_9"]) == {
+        "4242_0": "RUNNING", "4242_1": "PENDING", "4242_2": "PENDING", "4242_3": "CANCELLED", "4242_9": "UNKNOWN"}
+
+
+def test_failure_after_submission_wins_over_an_unreachable_scheduler(tmp_path):
+    run_dir = tmp_path / "k"
+    run_dir.mkdir()
+    (run_dir / "error.json").write_text(json.dumps({"reason": "boom"}))
+    later = {"job_id": "1_0", "submitted_ts": time.time() + 60}
+    earlier = {"job_id": "1_0", "submitted_ts": time.time() - 60}
+    assert decide("k", run_dir, later, None).state == "unknown"  # resubmitted since it failed
+    assert (decide("k", run_dir, earlier, None).state, decide("k", run_dir, earlier, None).reason) == ("failed", "boom")
+    assert decide("k", run_dir, later, "RUNNING").state == "running"
+    assert decide("k", None, later, "OUT_OF_MEMORY").state == "failed"
+
+
+# ----------------------------------------------------------------------------------------------- resume, packing
+
+
+def test_resume_picks_exactly_the_unfinished_shards(cli, tiny, results, mocked, monkeypatch):
+    shards, _ = planned(tiny, results, "--seeds", "1-4")
+    keys = [s.spec.key for s in shards]
+    (results / keys[0]).mkdir(parents=True)
+    (results / keys[0] / "rows.json").write_text("[]")  # done
+    (results / keys[1]).mkdir()
+    (results / keys[1] / "error.json").write_text('{"reason": "x"}')  # failed
+    submit(shards[2:], results, SlurmOptions())  # 4242_0 still running, 4242_1 timed out
+    monkeypatch.setattr("bench.status.query_states", lambda ids: {"4242_0": "RUNNING", "4242_1": "TIMEOUT"})
+    base = ["run", "--methods", "ce", "--datasets", tiny, "--seeds", "1-4", *ONE_EPOCH]
+
+    code, _, err = cli(*base, "--executor", "slurm", "--resume")
+    assert code == 0, err
+    assert [t.spec.key for g in mocked[-1].calls[0][1] for t in g] == [keys[1], keys[3]]
+    assert "skipping 1 shard(s) pending or running on SLURM" in err
+
+    ran = []
+    monkeypatch.setattr("bench.runner.execute", lambda shards, *a, **k: ran.extend(s.spec.key for s in shards) or [])
+    assert cli(*base, "--resume")[0] == 0  # local: finished ones are skipped by run_shard itself
+    assert ran == [keys[0], keys[1], keys[3]]
+    monkeypatch.setattr("bench.status.query_states", lambda ids: None)
+    ran.clear()
+    code, _, err = cli(*base, "--resume")
+    assert ran == keys and "scheduler unreachable" in err
+
+    code, _, err = cli(*base, "--executor", "slurm")  # without --resume the scheduler is not asked
+    assert [t.spec.key for g in mocked[-1].calls[0][1] for t in g] == keys[1:]
+
+
+def test_shards_per_gpu_grouping(tiny, results):
+    assert [len(g) for g in pack(list(range(7)), 2)] == [2, 2, 2, 1]
+    assert [len(g) for g in pack(list(range(7)), 2, gpus_per_job=2)] == [4, 3]
+    assert pack(list(range(3)), 1) == [[0], [1], [2]]
+    assert worker_gpus(1, 2, 3) == [0, 1, 0, 1, 0, 1]  # 3 workers per GPU, dealt round-robin
+    assert worker_gpus(1, 0, 2) == [None, None]  # CPU only: K workers
+    assert worker_gpus(4, 1, 1) == [0, 0, 0, 0]  # --jobs 4 on one GPU, as before
+    assert worker_gpus(8, 2, 2) == [0, 1] * 4  # --jobs beyond gpus x K wins
+    assert worker_gpus(1, 4) == [0]  # sequential
+    with pytest.raises(Exception, match="--shards-per-gpu must be >= 1"):
+        pack([1], 0)
