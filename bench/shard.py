@@ -74,11 +74,14 @@ def run_shard(spec: RunSpec, data: TextData, results_dir: Path, device: str = "a
     if overwrite:
         store.reset_run(run_dir)
     elif store.is_finished(run_dir):
+        tidy(run_dir)
         outcome = ShardOutcome(spec.key, "skipped", "already finished", rows=store.read_json(run_dir / store.ROWS))
         outcome.evaluations = evaluate_finished(spec, data, run_dir, device, request)
-        if gather and any(e.status in ("done", "skipped") for e in outcome.evaluations):
+        if gather and (any(e.status in ("done", "skipped") for e in outcome.evaluations)
+                       or store.table_is_stale(results_dir, run_dir)):
             store.gather(results_dir)
         return outcome
+    tidy(run_dir)
     started = time.perf_counter()
     try:
         rows, evaluations = train_and_evaluate(spec, data, run_dir, device, progress, started, request)
@@ -90,6 +93,16 @@ def run_shard(spec: RunSpec, data: TextData, results_dir: Path, device: str = "a
         store.gather(results_dir)
     return ShardOutcome(spec.key, "done", seconds=time.perf_counter() - started, rows=rows,
                         evaluations=evaluations)
+
+
+def tidy(run_dir: Path) -> None:
+    """Remove what a process killed in this run left behind: temporary files of interrupted writes, and the
+    resume checkpoint of a finished run (killed between writing the rows and removing it). Only the process
+    running a shard writes into its folder, so none of these files can be in use."""
+    for folder in (run_dir, run_dir / store.EVALS):
+        store.remove_temporaries(folder)
+    if store.is_finished(run_dir):
+        (run_dir / CHECKPOINT).unlink(missing_ok=True)
 
 
 def evaluate_finished(spec: RunSpec, data: TextData, run_dir: Path, device_name: str,

@@ -12,6 +12,7 @@ import json
 import os
 import shutil
 import tempfile
+import time
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -21,6 +22,7 @@ ROWS = "rows.json"
 SPEC = "spec.json"
 ERROR = "error.json"
 TABLE = "results.parquet"
+STALE_SECONDS = 10.0  # see table_is_stale
 EVALS = "evals"  # evaluator rows of a run: evals/<evaluator>-<settings hash>.json
 
 
@@ -59,6 +61,14 @@ def write_jsonl_gz(path: Path, rows: list[dict[str, Any]]) -> None:
     with atomic_path(path) as tmp, gzip.open(tmp, "wt", encoding="utf-8") as f:
         for row in rows:
             f.write(json.dumps(row, ensure_ascii=False, default=_jsonable) + "\n")
+
+
+def remove_temporaries(folder: Path, name: str = "*") -> None:
+    """Delete the temporary files of interrupted writes of `name` in `folder` (a process killed inside
+    `atomic_path` leaves its `.<name>.<random>.tmp`). Only where no other process may be writing them: a run
+    folder by the process running that shard, the gathered table under the lock."""
+    for tmp in folder.glob(f".{name}.*.tmp"):
+        tmp.unlink(missing_ok=True)
 
 
 def read_json(path: Path) -> Any:
@@ -127,10 +137,26 @@ def gather(results_dir: Path) -> Path:
 
     target = results_dir / TABLE
     with locked(results_dir):
+        remove_temporaries(results_dir, TABLE)  # of gathers killed while holding the lock
+        started = time.time()
         frame = pd.DataFrame(finished_rows(results_dir))
         with atomic_path(target) as tmp:
             frame.to_parquet(tmp, index=False)
+            os.utime(tmp, (started, started))  # the table is as of its reading (see table_is_stale)
     return target
+
+
+def table_is_stale(results_dir: Path, run_dir: Path) -> bool:
+    """Whether the gathered table may lack a finished run's current rows: it is missing, or it was read before
+    the run's rows or evaluations were last written (the writer was killed before it gathered). A margin of
+    STALE_SECONDS covers a rename that lands while another process gathers; at worst it costs a needless gather
+    of a run that finished moments before the last one."""
+    try:
+        gathered = (results_dir / TABLE).stat().st_mtime
+    except FileNotFoundError:
+        return True
+    written = [run_dir / ROWS, *(run_dir / EVALS).glob("*.json")]
+    return max((p.stat().st_mtime for p in written if p.exists()), default=0.0) > gathered - STALE_SECONDS
 
 
 def find_runs(results_dir: Path, patterns: list[str]) -> list[Path]:
