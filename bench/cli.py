@@ -141,6 +141,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--jobs", type=int, default=None, help="worker processes, one GPU each when several (default: 1)")
     run.add_argument("--device", default="auto", help="auto | cpu | cuda | cuda:N")
     run.add_argument("--no-progress", action="store_true", help="hide progress bars")
+    run.add_argument("--compile", action="store_true", default=None,
+                     help="torch.compile the encoder (dynamic shapes; faster on GPU after warm-up; not in the run key)")
     run.add_argument("--no-save-model", dest="save_model", action="store_false", default=None,
                      help="do not keep the trained weights (model.pt); `bench evaluate` then cannot score the run")
     run.add_argument("--executor", choices=["local", "slurm"], default=None,
@@ -341,8 +343,9 @@ def shard_request(args: argparse.Namespace, file_run: dict[str, Any], data_dir: 
     names = args.evaluators if args.evaluators is not None else (
         as_list(file_run["evaluators"]) if "evaluators" in file_run else None)
     save = args.save_model if getattr(args, "save_model", None) is not None else bool(file_run.get("save_model", True))
+    compiled = bool(getattr(args, "compile", None) or file_run.get("compile", False))
     return ShardRequest(tuple(evaluator_names(names)), eval_options(args, file_run, data_dir), save,
-                        explicit=names is not None)
+                        explicit=names is not None, compile=compiled)
 
 
 def print_evaluations(outcomes: list[Any]) -> list[Any]:
