@@ -63,6 +63,7 @@ class ShardRequest:
     options: EvalOptions = field(default_factory=EvalOptions)
     save_model: bool = True
     explicit: bool = True  # evaluators named by the user (False: the default, every evaluator that fits)
+    compile: bool = False  # torch.compile the encoder (speed only: not part of the run key)
 
 
 def run_shard(spec: RunSpec, data: TextData, results_dir: Path, device: str = "auto",
@@ -154,6 +155,8 @@ def train_and_evaluate(spec: RunSpec, data: TextData, run_dir: Path, device_name
                 "max_length": spec.train.max_length, "carve": [spec.train.data_seed, spec.train.val_fraction]}
     encoded = {s: Encoded(tokenize_cached(bundle, getattr(data, s).texts, run_dir.parent / CACHE, identity),
                           getattr(data, s).labels) for s in ("train", "validation", "test")}
+    if request.compile:
+        method.encoder.compile(dynamic=True)  # in place: parameter names and checkpoints are unchanged
     trainer = Trainer(method, spec.train, device, bundle.pad_id, spec.seed, bundle.min_length,
                       checkpoint=run_dir / CHECKPOINT, progress=progress, desc=spec.key)
     fit = trainer.fit(encoded["train"], encoded["validation"])
