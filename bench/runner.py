@@ -82,10 +82,27 @@ def plan(method_names: list[str], dataset_names: list[str], encoder_names: list[
     return shards
 
 
-def _init_worker(gpu_ids: Any, threads: int) -> None:
-    """Pin a pool worker to one GPU (via CUDA_VISIBLE_DEVICES) and a share of the CPU threads."""
+def _die_with_parent(parent: int) -> None:
+    """Have Linux kill this worker when the sweep's main process dies (no orphans holding a GPU or racing a
+    re-run on the same shards); elsewhere a no-op."""
+    try:
+        import ctypes
+        import signal
+
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # 1 = PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        return
+    if os.getppid() != parent:  # the parent died before the request was made
+        os._exit(1)
+
+
+def _init_worker(gpu_ids: Any, threads: int, parent: int | None = None) -> None:
+    """Pin a pool worker to one GPU (via CUDA_VISIBLE_DEVICES) and a share of the CPU threads; it dies with
+    the main process."""
     import torch
 
+    if parent is not None:
+        _die_with_parent(parent)
     if gpu_ids is not None:
         os.environ["CUDA_VISIBLE_DEVICES"] = str(gpu_ids.get())
     torch.set_num_threads(threads)
@@ -142,7 +159,7 @@ def execute(shards: list[Shard], results_dir: Path, jobs: int = 1, device: str =
             gpu_ids.put(gpu)
     threads = max(1, cpu_count() // workers)
     with ProcessPoolExecutor(max_workers=workers, mp_context=context, initializer=_init_worker,
-                             initargs=(gpu_ids, threads)) as pool:
+                             initargs=(gpu_ids, threads, os.getpid())) as pool:
         futures = {pool.submit(_run_in_worker, shard, results_dir, "cuda" if gpu_count else device, overwrite,
                                request): shard for shard in shards}
         for i, future in enumerate(as_completed(futures), start=1):
