@@ -11,7 +11,7 @@ import logging
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Iterable, Iterator
 
 import numpy as np
 
@@ -76,6 +76,21 @@ class TextData:
 
 # ----------------------------------------------------------------------------------------------- raw rows
 
+def numbered_json_lines(path: Path) -> Iterator[tuple[int, Any]]:
+    """(line number, parsed value) for every non-blank line of a JSON Lines file (optionally gzipped); a line
+    that is not JSON raises a BenchError naming it. Read errors propagate to the caller."""
+    opener = gzip.open if path.name.lower().endswith(".gz") else open
+    with opener(path, "rt", encoding="utf-8") as handle:
+        for number, line in enumerate(handle, start=1):
+            if not line.strip():
+                continue
+            try:
+                yield number, json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise BenchError(f"malformed JSON on line {number} of {path}: {exc.msg}; "
+                                 "each line must be one JSON object") from exc
+
+
 def read_rows(path: Path) -> list[dict[str, Any]]:
     """Rows of a JSON Lines (optionally gzipped), CSV or TSV file, as dicts."""
     name = path.name.lower()
@@ -86,21 +101,12 @@ def read_rows(path: Path) -> list[dict[str, Any]]:
             frame = pd.read_csv(path, sep="\t" if name.endswith(".tsv") else ",", dtype=str,
                                 keep_default_na=False, encoding="utf-8")
             return frame.to_dict(orient="records")
-        opener = gzip.open if name.endswith(".gz") else open
         rows = []
-        with opener(path, "rt", encoding="utf-8") as handle:
-            for number, line in enumerate(handle, start=1):
-                if not line.strip():
-                    continue
-                try:
-                    row = json.loads(line)
-                except json.JSONDecodeError as exc:
-                    raise BenchError(f"malformed JSON on line {number} of {path}: {exc.msg}; "
-                                     "each line must be one JSON object") from exc
-                if not isinstance(row, dict):
-                    raise BenchError(f"line {number} of {path} is not a JSON object; "
-                                     'each line must look like {"text": ..., "label": ...}')
-                rows.append(row)
+        for number, row in numbered_json_lines(path):
+            if not isinstance(row, dict):
+                raise BenchError(f"line {number} of {path} is not a JSON object; "
+                                 'each line must look like {"text": ..., "label": ...}')
+            rows.append(row)
         return rows
     except BenchError:
         raise

@@ -39,7 +39,6 @@ rates). Per-case outcomes go to `checklist_cases.jsonl.gz` in the run folder, th
 
 from __future__ import annotations
 
-import gzip
 import hashlib
 import json
 import logging
@@ -49,7 +48,7 @@ from typing import Any, Callable, Iterable
 
 import numpy as np
 
-from bench.data import Split, TextData
+from bench.data import Split, TextData, numbered_json_lines
 from bench.errors import BenchError
 from bench.evaluators import lexicons, perturb
 from bench.evaluators.base import Classifier, EvalContext, EvalOptions, Evaluator
@@ -304,24 +303,15 @@ def load_suite(path: Path, label_names: list[str]) -> list[Case]:
                          "JSON Lines file, or leave it empty to use the built-in tests")
     cases: list[Case] = []
     seen: dict[tuple[str, str], int] = {}
-    opener = gzip.open if path.name.endswith(".gz") else open
     try:
-        with opener(path, "rt", encoding="utf-8") as handle:
-            for number, line in enumerate(handle, start=1):
-                if not line.strip():
-                    continue
-                try:
-                    row = json.loads(line)
-                except json.JSONDecodeError as exc:
-                    raise _line_error(path, number, f"not valid JSON ({exc.msg}); write one JSON object "
-                                                    "per line") from exc
-                case = parse_case(row, label_names, path, number)
-                key = (case.test, case.case_id)
-                if key in seen:
-                    raise _line_error(path, number, f"case_id {case.case_id!r} of test {case.test!r} "
-                                                    f"repeats line {seen[key]}; case ids must be unique per test")
-                seen[key] = number
-                cases.append(case)
+        for number, row in numbered_json_lines(path):
+            case = parse_case(row, label_names, path, number)
+            key = (case.test, case.case_id)
+            if key in seen:
+                raise _line_error(path, number, f"case_id {case.case_id!r} of test {case.test!r} "
+                                                f"repeats line {seen[key]}; case ids must be unique per test")
+            seen[key] = number
+            cases.append(case)
     except (OSError, UnicodeDecodeError, EOFError) as exc:
         raise BenchError(f"cannot read CheckList suite {path}: {exc.__class__.__name__}: {exc}") from exc
     if not cases:
