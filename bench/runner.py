@@ -158,15 +158,40 @@ def execute(shards: list[Shard], results_dir: Path, jobs: int = 1, device: str =
         for gpu in slots[:workers]:
             gpu_ids.put(gpu)
     threads = max(1, cpu_count() // workers)
-    with ProcessPoolExecutor(max_workers=workers, mp_context=context, initializer=_init_worker,
-                             initargs=(gpu_ids, threads, os.getpid())) as pool:
-        futures = {pool.submit(_run_in_worker, shard, results_dir, "cuda" if gpu_count else device, overwrite,
-                               request): shard for shard in shards}
-        for i, future in enumerate(as_completed(futures), start=1):
-            try:
-                outcome = future.result()
-            except Exception as exc:  # the worker process itself died (killed, out of memory)
-                outcome = ShardOutcome(futures[future].spec.key, "failed", f"worker died: {exc}")
-            outcomes.append(outcome)
-            report(i, len(shards), outcome)
+    worker_device = "cuda" if gpu_count else device
+    pending, done_count = list(shards), 0
+    for attempt in range(2):  # a pool broken by a dead worker is replaced once; the retry resumes checkpoints
+        broken: list[Shard] = []
+        with ProcessPoolExecutor(max_workers=min(workers, len(pending)), mp_context=context,
+                                 initializer=_init_worker, initargs=(gpu_ids, threads, os.getpid())) as pool:
+            futures = {pool.submit(_run_in_worker, shard, results_dir, worker_device,
+                                   retry_overwrite(shard, results_dir, overwrite, attempt), request): shard
+                       for shard in pending}
+            for future in as_completed(futures):
+                try:
+                    outcome = future.result()
+                except Exception as exc:  # the worker process itself died (killed, out of memory)
+                    if attempt == 0:
+                        broken.append(futures[future])
+                        continue
+                    outcome = ShardOutcome(futures[future].spec.key, "failed", f"worker died: {exc}")
+                done_count += 1
+                outcomes.append(outcome)
+                report(done_count, len(shards), outcome)
+        if not broken:
+            break
+        log.warning("a worker process died; %d shard(s) go to a fresh pool", len(broken))
+        pending = broken
+        if gpu_ids is not None:
+            for gpu in slots[:min(workers, len(pending))]:
+                gpu_ids.put(gpu)
     return outcomes
+
+
+def retry_overwrite(shard: Shard, results_dir: Path, overwrite: bool, attempt: int) -> bool:
+    """Whether a shard is recomputed from scratch: as asked on the first attempt; on a retry never when it had
+    started in this sweep (its checkpoint resumes it, or its rows are already there)."""
+    if attempt == 0 or not overwrite:
+        return overwrite
+    run_dir = results_dir / shard.spec.key
+    return not ((run_dir / "checkpoint.pt").exists() or (run_dir / "rows.json").exists())
