@@ -521,7 +521,10 @@ def summary_frame(selected: pd.DataFrame) -> pd.DataFrame:
     """Per dataset x encoder x method: seeds, mean and std over seeds (ddof=1; NaN for one seed)."""
     grouped = selected.groupby(["dataset", "encoder", "method"], sort=True)["value"]
     frame = grouped.agg(seeds="count", mean="mean", std=lambda v: v.std(ddof=1)).reset_index()
-    return frame
+    from bench.tables import method_key
+
+    return frame.sort_values(["dataset", "encoder", "method"], kind="stable",
+                             key=lambda c: c.map(method_key) if c.name == "method" else c).reset_index(drop=True)
 
 
 @styled
