@@ -15,7 +15,7 @@ from bench.spec import TrainConfig
 
 log = logging.getLogger("bench")
 
-DEFAULT_RESULTS = "results"
+from bench.store import DEFAULT_RESULTS, results_dir as resolve_results_dir
 DEFAULT_METHODS = "ce,supcon,clld"
 PLANNED: dict[str, str] = {}  # subcommands announced but not implemented yet: name -> what it will do
 HELP = {
@@ -270,8 +270,7 @@ def run_options(args: argparse.Namespace) -> dict[str, Any]:
         "knobs": knobs,
         "data_dir": data_dir,
         "request": request,
-        "results_dir": Path(args.results_dir or file_run.get("results_dir") or os.environ.get("BENCH_RESULTS_DIR")
-                            or DEFAULT_RESULTS),
+        "results_dir": resolve_results_dir(args.results_dir or file_run.get("results_dir")),
         "jobs": jobs,
         "device": args.device if args.device != "auto" else file_run.get("device", "auto"),
         "overwrite": overwrite,
@@ -444,7 +443,7 @@ def cmd_status(args: argparse.Namespace) -> int:
     """Print every shard's state (done, running, pending, failed, interrupted, unknown) and the counts."""
     from bench.status import format_table, shard_states, summary_line
 
-    results_dir = Path(args.results_dir or os.environ.get("BENCH_RESULTS_DIR") or DEFAULT_RESULTS)
+    results_dir = resolve_results_dir(args.results_dir)
     statuses = shard_states(results_dir, args.runs)
     if not statuses:
         print(f"bench: no shards under {results_dir} yet (start some with `bench run`)", file=sys.stderr)
@@ -471,7 +470,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     from bench.summary import evaluation_table
     from bench.trainer import resolve_device
 
-    results_dir = Path(args.results_dir or os.environ.get("BENCH_RESULTS_DIR") or DEFAULT_RESULTS)
+    results_dir = resolve_results_dir(args.results_dir)
     request = shard_request(args, {}, args.data_dir)
     evaluators = build_evaluators(list(request.evaluators))
     if not evaluators:

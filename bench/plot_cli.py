@@ -7,14 +7,14 @@ loaded only when a plot is made.
 from __future__ import annotations
 
 import argparse
-import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+from bench import store
 from bench.errors import BenchError
+from bench.store import DEFAULT_RESULTS
 
-DEFAULT_RESULTS = "results"
 DEFAULT_REPORTS = "reports"
 RUN_HELP = "run keys, glob patterns such as 'ce_trec_*', or run folders"
 
@@ -26,10 +26,7 @@ def add_plot_parser(sub: Any, common: argparse.ArgumentParser) -> argparse.Argum
                        help=f"where runs are stored (default: $BENCH_RESULTS_DIR or ./{DEFAULT_RESULTS})")
     paths.add_argument("--reports-dir", default=DEFAULT_REPORTS,
                        help=f"where figures are written (default: {DEFAULT_REPORTS}/)")
-    # --debug after the figure name too; SUPPRESS keeps `bench plot --debug ldm ...` from being reset
-    late_debug = argparse.ArgumentParser(add_help=False)
-    late_debug.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help="show full tracebacks")
-    parents = [late_debug, paths]
+    parents = [common, paths]  # --debug after the figure name too (`common` leaves it unset when absent)
     plot = sub.add_parser("plot", parents=[common], help="heatmaps, curves and summaries from stored results",
                           description="Draw figures from stored runs; each is written as PNG (dpi 200) and PDF "
                                       "with a deterministic name under --reports-dir, and the paths are printed.")
@@ -84,14 +81,12 @@ def add_plot_parser(sub: Any, common: argparse.ArgumentParser) -> argparse.Argum
 
 def results_dir(args: argparse.Namespace) -> Path:
     """--results-dir, else $BENCH_RESULTS_DIR, else ./results."""
-    return Path(args.results_dir or os.environ.get("BENCH_RESULTS_DIR") or DEFAULT_RESULTS)
+    return store.results_dir(args.results_dir)
 
 
 def resolve_runs(args: argparse.Namespace, patterns: list[str]) -> list[Path]:
     """Run folders for keys, patterns or folders (an unknown one is a BenchError)."""
-    from bench.store import find_runs
-
-    return find_runs(results_dir(args), patterns)
+    return store.find_runs(results_dir(args), patterns)
 
 
 def resolve_one(args: argparse.Namespace, pattern: str, role: str) -> Path:
@@ -117,7 +112,7 @@ def per_run_builder(args: argparse.Namespace) -> Callable[[Path], Any] | None:
 
 def build_plots(args: argparse.Namespace) -> Iterator[Any]:
     """The Plot objects the parsed command asks for, one at a time (runs are resolved first)."""
-    from bench import plots, store
+    from bench import plots
 
     builder = per_run_builder(args)
     if builder is not None:

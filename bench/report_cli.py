@@ -7,7 +7,6 @@
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -71,9 +70,9 @@ def add_report_parser(sub: argparse._SubParsersAction, common: argparse.Argument
 
 def results_dir(args: argparse.Namespace) -> Path:
     """--results-dir, else $BENCH_RESULTS_DIR, else ./results."""
-    from bench.cli import DEFAULT_RESULTS
+    from bench.store import results_dir as resolve
 
-    return Path(args.results_dir or os.environ.get("BENCH_RESULTS_DIR") or DEFAULT_RESULTS)
+    return resolve(args.results_dir)
 
 
 def readable(frame: pd.DataFrame) -> pd.DataFrame:

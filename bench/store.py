@@ -24,6 +24,12 @@ ERROR = "error.json"
 TABLE = "results.parquet"
 STALE_SECONDS = 10.0  # see table_is_stale
 EVALS = "evals"  # evaluator rows of a run: evals/<evaluator>-<settings hash>.json
+DEFAULT_RESULTS = "results"
+
+
+def results_dir(given: str | Path | None = None) -> Path:
+    """The results folder: `given` (--results-dir or a config value), else $BENCH_RESULTS_DIR, else ./results."""
+    return Path(given or os.environ.get("BENCH_RESULTS_DIR") or DEFAULT_RESULTS)
 
 
 @contextlib.contextmanager
