@@ -61,6 +61,12 @@ class TextData:
     def num_labels(self) -> int:
         return len(self.label_names)
 
+    def require_fingerprint(self, expected: str, since: str, fix: str) -> None:
+        """A BenchError when this is not the data whose fingerprint is `expected` (`since`: e.g. "run X")."""
+        if self.fingerprint != expected:
+            raise BenchError(f"the data of {self.name} changed since {since} (fingerprint {self.fingerprint} != "
+                             f"{expected}); {fix}")
+
     def describe(self) -> dict[str, Any]:
         """Sizes and origin, for the run record."""
         return {

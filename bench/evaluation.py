@@ -19,7 +19,7 @@ from bench import store
 from bench.data import TextData, load_dataset
 from bench.errors import BenchError
 from bench.evaluators.base import Classifier, EvalContext, EvalOptions, Evaluator, SkipEvaluator
-from bench.evaluators.model import MODEL_FILE, ModelClassifier, load_model
+from bench.evaluators.model import MODEL_FILE, ModelClassifier, load_model, require_model
 from bench.provenance import provenance
 from bench.registry import EVALUATORS
 from bench.spec import RunSpec
@@ -137,22 +137,20 @@ def data_for_run(run_dir: Path, spec: RunSpec, data_dir: str | None) -> TextData
     """Reload the run's dataset (same carve) and check it is the data the run was trained on."""
     recorded = store.read_json(run_dir / store.SPEC).get("data", {})
     source = str(recorded.get("source", ""))
-    candidates = [data_dir] if data_dir else []
+    candidates: list[str | None] = [data_dir] if data_dir else []
     if source.startswith("local:"):
         candidates.append(str(Path(source[len("local:"):]).parent))
     name = source[len("folder:"):] if source.startswith("folder:") else spec.dataset
-    data = None
-    for candidate in candidates or [None]:
+    *earlier, last = candidates or [None]
+    for candidate in earlier:  # the first folder that has the dataset wins; the last one's error is reported
         try:
             data = load_dataset(name, candidate, spec.train.data_seed, spec.train.val_fraction)
             break
         except BenchError:
-            if candidate == (candidates or [None])[-1]:
-                raise
-    assert data is not None
-    if data.fingerprint != spec.data_fingerprint:
-        raise BenchError(f"the data of {spec.dataset} changed since run {spec.key} (fingerprint "
-                         f"{data.fingerprint} != {spec.data_fingerprint}); point --data-dir at the original files")
+            continue
+    else:
+        data = load_dataset(name, last, spec.train.data_seed, spec.train.val_fraction)
+    data.require_fingerprint(spec.data_fingerprint, f"run {spec.key}", "point --data-dir at the original files")
     return data
 
 
@@ -162,8 +160,7 @@ def load_run_classifier(run_dir: Path, spec: RunSpec, data: TextData, device: to
     from bench.trainer import autocast_dtype
     from methods.base import Method
 
-    if not (run_dir / MODEL_FILE).is_file():
-        load_model(torch.nn.Module(), run_dir / MODEL_FILE)  # raises the one-line "no saved model" error
+    require_model(run_dir / MODEL_FILE)  # before the (slow) encoder build
     bundle = build_encoder(spec.encoder, data.train.texts, spec.train)
     method = Method(bundle.model, data.num_labels, head_dropout=spec.train.head_dropout)
     load_model(method, run_dir / MODEL_FILE)

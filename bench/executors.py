@@ -240,9 +240,7 @@ class ShardJob(Checkpointable):
                 if task.data not in loaded:
                     loaded[task.data] = task.data.load()
                 data = loaded[task.data]
-                if data.fingerprint != task.spec.data_fingerprint:
-                    raise BenchError(f"the data of {task.spec.dataset} changed since submission (fingerprint "
-                                     f"{data.fingerprint} != {task.spec.data_fingerprint}); plan and submit again")
+                data.require_fingerprint(task.spec.data_fingerprint, "submission", "plan and submit again")
             except Exception as exc:  # one bad dataset fails its shards, not the array task
                 reason = str(exc) if isinstance(exc, BenchError) else f"{exc.__class__.__name__}: {exc}"
                 outcomes.append(fail_task(results_dir, task, reason))

@@ -8,7 +8,7 @@ import pytest
 import bench.data as data_module
 from bench.data import Split, carve_validation, load_dataset
 from bench.errors import BenchError
-from conftest import read_fixture, write_jsonl
+from conftest import FIXTURE, read_fixture, write_jsonl
 
 
 def rows(n_per_class=10, classes=("a", "b", "c")):
@@ -214,3 +214,10 @@ def test_multi_label_hub_source_is_refused(monkeypatch):
     monkeypatch.setattr(data_module, "hub_reachable", lambda: True)
     with pytest.raises(BenchError, match="several labels per row"):
         load_dataset("r52")
+
+
+def test_require_fingerprint_names_the_change_and_the_fix():
+    data = load_dataset(str(FIXTURE))
+    data.require_fingerprint(data.fingerprint, "run x", "fix it")  # the same data: no error
+    with pytest.raises(BenchError, match=r"the data of tiny changed since run x \(fingerprint .* != abc\); fix it"):
+        data.require_fingerprint("abc", "run x", "fix it")

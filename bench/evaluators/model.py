@@ -79,11 +79,16 @@ def save_model(method: torch.nn.Module, path: Path) -> None:
     atomic_torch_save(state, path)
 
 
-def load_model(method: torch.nn.Module, path: Path) -> None:
-    """Load weights written by `save_model` into a freshly built method (encoder + head must match)."""
+def require_model(path: Path) -> None:
+    """A one-line BenchError when a run has no saved model file at `path`."""
     if not path.is_file():
         raise BenchError(f"{path.parent.name} has no saved model ({path.name}); it ran with --no-save-model or "
                          "before models were saved: re-run it with `bench run ... --overwrite`")
+
+
+def load_model(method: torch.nn.Module, path: Path) -> None:
+    """Load weights written by `save_model` into a freshly built method (encoder + head must match)."""
+    require_model(path)
     state = torch.load(path, map_location="cpu", weights_only=True)
     missing, unexpected = method.load_state_dict(state, strict=False)
     missing = [k for k in missing if k.startswith(MODEL_PARTS)]
