@@ -308,7 +308,9 @@ def executor_options(args: argparse.Namespace, file_run: dict[str, Any]) -> tupl
 
 def eval_options(args: argparse.Namespace, file_run: dict[str, Any], data_dir: str | None) -> Any:
     """Evaluator options: EvalOptions defaults < config file < command-line flags."""
+    from bench.attack.examples import require_source
     from bench.evaluators.base import EvalOptions
+    from bench.evaluators.textfooler import check_options as check_attack_options
     from bench.settings import coerce
 
     values: dict[str, Any] = {}
@@ -320,13 +322,9 @@ def eval_options(args: argparse.Namespace, file_run: dict[str, Any], data_dir: s
             values[name] = coerce(name, value, getattr(defaults, name))
     values["data_dir"] = str(data_dir or os.environ.get("BENCH_DATA_DIR") or "")
     options = EvalOptions(**values)
-    if options.attack_mode not in ("adaptive", "transfer"):
-        raise BenchError(f"--attack-mode {options.attack_mode!r}: use adaptive or transfer")
-    if options.attack_mode == "transfer" and not options.attack_source:
-        raise BenchError("--attack-mode transfer needs --attack-source RUN_KEY (the run whose adversarial "
-                         "examples every model is scored on)")
-    if options.attack_backend not in ("builtin", "textattack"):
-        raise BenchError(f"--attack-backend {options.attack_backend!r}: use builtin or textattack")
+    check_attack_options(options)  # even when textfooler is not among the evaluators: a typo is an error
+    if options.attack_mode == "transfer":
+        require_source(options.attack_source)
     for name in ("attack_n", "checklist_n", "tsne_n"):
         if getattr(options, name) < 1:
             raise BenchError(f"--{name.replace('_', '-')} must be >= 1")

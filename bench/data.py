@@ -160,6 +160,15 @@ def data_dirs(data_dir: str | None) -> list[Path]:
     return [Path(d).expanduser() for d in dirs if d]
 
 
+def find_named(name_or_path: str, data_dir: str | None = None) -> Path | None:
+    """An existing path, or `name_or_path` found under the data folders (--data-dir, $BENCH_DATA_DIR); None
+    when neither exists (e.g. `imdb_contrast`, `textfooler_mr`)."""
+    path = Path(name_or_path).expanduser()
+    if path.exists():
+        return path
+    return next((folder / name_or_path for folder in data_dirs(data_dir) if (folder / name_or_path).exists()), None)
+
+
 def load_folder(folder: Path, text_field: str = "text", label_field: str = "label") -> dict[str, tuple]:
     """Raw (ids, texts, labels) per split from a folder of split files."""
     raw = {}

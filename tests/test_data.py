@@ -221,3 +221,14 @@ def test_require_fingerprint_names_the_change_and_the_fix():
     data.require_fingerprint(data.fingerprint, "run x", "fix it")  # the same data: no error
     with pytest.raises(BenchError, match=r"the data of tiny changed since run x \(fingerprint .* != abc\); fix it"):
         data.require_fingerprint("abc", "run x", "fix it")
+
+
+def test_find_named_takes_a_path_or_a_name_under_the_data_folders(tmp_path, monkeypatch):
+    from bench.data import find_named
+
+    (tmp_path / "sets" / "imdb_contrast").mkdir(parents=True)
+    assert find_named(str(tmp_path / "sets")) == tmp_path / "sets"
+    assert find_named("imdb_contrast", str(tmp_path / "sets")) == tmp_path / "sets" / "imdb_contrast"
+    monkeypatch.setenv("BENCH_DATA_DIR", str(tmp_path / "sets"))
+    assert find_named("imdb_contrast") == tmp_path / "sets" / "imdb_contrast"
+    assert find_named("missing_set") is None

@@ -12,7 +12,7 @@ import numpy as np
 
 from bench import store
 from bench.attack.search import AttackResult
-from bench.data import data_dirs, find_split_file, read_rows, rows_to_columns
+from bench.data import find_named, find_split_file, read_rows, rows_to_columns
 from bench.errors import BenchError
 
 ADVERSARIAL_FILE = "adversarial_textfooler.jsonl.gz"
@@ -31,15 +31,10 @@ def sample_index(size: int, n: int) -> list[int]:
 
 def resolve_attack_data(name_or_path: str, data_dir: str = "") -> Path:
     """A file, or a folder with test.jsonl[.gz], given as a path or as a name under the data folders."""
-    path = Path(name_or_path).expanduser()
-    if not path.exists():
-        for folder in data_dirs(data_dir or None):
-            if (folder / name_or_path).exists():
-                path = folder / name_or_path
-                break
-        else:
-            raise BenchError(f"attack data {name_or_path!r} not found (give --attack-data PATH to a .jsonl[.gz] "
-                             "file or a folder with test.jsonl[.gz], or --data-dir with that folder)")
+    path = find_named(name_or_path, data_dir or None)
+    if path is None:
+        raise BenchError(f"attack data {name_or_path!r} not found (give --attack-data PATH to a .jsonl[.gz] "
+                         "file or a folder with test.jsonl[.gz], or --data-dir with that folder)")
     if path.is_dir():
         file = find_split_file(path, "test")
         if file is None:

@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 
 from bench import store
-from bench.data import TextData, data_dirs, find_split_file, read_rows
+from bench.data import TextData, find_named, find_split_file, read_rows
 from bench.errors import BenchError
 from bench.evaluators.base import EvalContext, EvalOptions, Evaluator, SkipEvaluator
 from bench.registry import DATASETS, EVALUATORS
@@ -26,12 +26,9 @@ def default_contrast_set(dataset: str) -> str:
 
 def resolve_set(name_or_path: str, data_dir: str) -> Path:
     """A contrast-set folder or file from a path or a name looked up under the data folders."""
-    path = Path(name_or_path).expanduser()
-    if path.exists():
+    path = find_named(name_or_path, data_dir or None)
+    if path is not None:
         return path
-    for folder in data_dirs(data_dir or None):
-        if (folder / name_or_path).exists():
-            return folder / name_or_path
     raise SkipEvaluator(f"contrast set {name_or_path!r} not found (give --contrast-set PATH or --data-dir "
                         "with that folder)")
 
