@@ -160,6 +160,17 @@ def data_dirs(data_dir: str | None) -> list[Path]:
     return [Path(d).expanduser() for d in dirs if d]
 
 
+FIXED_SAMPLE_SEED = 0  # evaluator samples depend on the data only, so every method and seed sees the same ones
+
+
+def fixed_sample(size: int, n: int) -> list[int]:
+    """The first n positions of a fixed permutation (seed FIXED_SAMPLE_SEED) of range(size), in ascending
+    order; all positions when n <= 0 or n >= size."""
+    if n <= 0 or n >= size:
+        return list(range(size))
+    return sorted(int(i) for i in np.random.default_rng(FIXED_SAMPLE_SEED).permutation(size)[:n])
+
+
 def find_named(name_or_path: str, data_dir: str | None = None) -> Path | None:
     """An existing path, or `name_or_path` found under the data folders (--data-dir, $BENCH_DATA_DIR); None
     when neither exists (e.g. `imdb_contrast`, `textfooler_mr`)."""

@@ -18,7 +18,8 @@ import bench.evaluators  # noqa: F401  (registers the evaluators)
 from bench import store
 from bench.data import TextData, load_dataset
 from bench.errors import BenchError
-from bench.evaluators.base import Classifier, EvalContext, EvalOptions, Evaluator, SkipEvaluator
+from bench.evaluators.base import (Classifier, EvalContext, EvalOptions, Evaluator, SkipEvaluator,
+                                   hash_settings)
 from bench.evaluators.model import MODEL_FILE, ModelClassifier, load_model, require_model
 from bench.provenance import provenance
 from bench.registry import EVALUATORS
@@ -105,9 +106,12 @@ def run_one(spec: RunSpec, data: TextData, classifier: Classifier, run_dir: Path
     seconds = time.perf_counter() - started
     if status == "skipped":
         records = [{"split": "", "metric": "skipped", "value": math.nan, "n": 0, "label": "", "note": reason}]
-    rows = [row_for(spec, evaluator, options, record, seconds, device) for record in records]
-    store.write_json(path, {"status": status, "reason": reason, "settings": evaluator.settings(options),
-                            "rows": rows})
+    settings = evaluator.settings(options)  # may fingerprint files (attack data, vectors): once per evaluation
+    meta = {"config_hash": spec.config_hash, "data_fingerprint": spec.data_fingerprint,
+            "eval_hash": hash_settings(settings), "eval_seconds": round(seconds, 2), **provenance(device),
+            "finished_at": datetime.now(timezone.utc).isoformat()}
+    rows = [row_for(spec, evaluator.name, record, meta) for record in records]
+    store.write_json(path, {"status": status, "reason": reason, "settings": settings, "rows": rows})
     path.with_suffix(".error.json").unlink(missing_ok=True)
     return EvalOutcome(spec.key, evaluator.name, status, reason, seconds, rows)
 
@@ -121,14 +125,11 @@ def record_failure(spec: RunSpec, evaluator: Evaluator, path: Path, reason: str,
     return EvalOutcome(spec.key, evaluator.name, "failed", reason, time.perf_counter() - started)
 
 
-def row_for(spec: RunSpec, evaluator: Evaluator, options: EvalOptions, record: dict[str, Any], seconds: float,
-            device: torch.device) -> dict[str, Any]:
-    """A tidy result row: the run's identity, the evaluator's record, and provenance."""
+def row_for(spec: RunSpec, evaluator: str, record: dict[str, Any], meta: dict[str, Any]) -> dict[str, Any]:
+    """A tidy result row: the run's identity, the evaluator's record, then `meta` (settings hash, timing,
+    provenance), shared by all rows of one evaluation."""
     return {"run_key": spec.key, "method": spec.method, "dataset": spec.dataset, "encoder": spec.encoder,
-            "seed": spec.seed, "evaluator": evaluator.name, "label": "", "note": "", **record,
-            "config_hash": spec.config_hash, "data_fingerprint": spec.data_fingerprint,
-            "eval_hash": evaluator.settings_hash(options), "eval_seconds": round(seconds, 2),
-            **provenance(device), "finished_at": datetime.now(timezone.utc).isoformat()}
+            "seed": spec.seed, "evaluator": evaluator, "label": "", "note": "", **record, **meta}
 
 
 # ----------------------------------------------------------------------------------------------- saved runs

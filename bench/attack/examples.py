@@ -12,21 +12,12 @@ import numpy as np
 
 from bench import store
 from bench.attack.search import AttackResult
-from bench.data import find_named, find_split_file, read_rows, rows_to_columns
+from bench.data import find_named, find_split_file, fixed_sample, read_rows, rows_to_columns
 from bench.errors import BenchError
 
 ADVERSARIAL_FILE = "adversarial_textfooler.jsonl.gz"
 SETTINGS_FILE = "adversarial_textfooler.json"
-SAMPLE_SEED = 0  # the attacked sample depends on the data only, never on a run's seed
-
-
-def sample_index(size: int, n: int) -> list[int]:
-    """Positions of the attacked examples: the first n of a fixed permutation (seed SAMPLE_SEED) of
-    range(size), in ascending order; everything when n <= 0 or n >= size. The same data gives the same
-    sample for every method and seed."""
-    if n <= 0 or n >= size:
-        return list(range(size))
-    return sorted(int(i) for i in np.random.default_rng(SAMPLE_SEED).permutation(size)[:n])
+sample_index = fixed_sample  # the attacked examples: they depend on the data only, never on a run's seed
 
 
 def resolve_attack_data(name_or_path: str, data_dir: str = "") -> Path:

@@ -122,8 +122,12 @@ class Evaluator:
 
     def settings_hash(self, options: EvalOptions) -> str:
         """Short hash of `settings` (names the stored evaluation file)."""
-        text = json.dumps(self.settings(options), sort_keys=True, default=str)
-        return hashlib.sha256(text.encode()).hexdigest()[:8]
+        return hash_settings(self.settings(options))
+
+
+def hash_settings(settings: dict[str, Any]) -> str:
+    """Short hash of an evaluator's settings dict."""
+    return hashlib.sha256(json.dumps(settings, sort_keys=True, default=str).encode()).hexdigest()[:8]
 
 
 class SkipEvaluator(Exception):

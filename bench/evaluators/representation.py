@@ -8,12 +8,12 @@ from typing import Any
 import numpy as np
 
 from bench import store
+from bench.data import fixed_sample
 from bench.evaluators.base import EvalContext, EvalOptions, Evaluator
 from bench.registry import EVALUATORS
 
 MAX_EXAMPLES = 2000  # pairwise metrics are O(n^2): a fixed, seeded sample of the test split above this
 TSNE_FILE = "tsne.json"
-SAMPLE_SEED = 0      # the same sample for every run, so methods are compared on identical examples
 
 
 def normalise(x: np.ndarray) -> np.ndarray:
@@ -55,10 +55,9 @@ def class_pair_stats(x: np.ndarray, labels: np.ndarray) -> dict[str, float]:
 
 
 def test_sample(n_total: int, limit: int) -> np.ndarray:
-    """Indices of a fixed sample of at most `limit` test examples (all when there are fewer), sorted."""
-    if n_total <= limit:
-        return np.arange(n_total)
-    return np.sort(np.random.default_rng(SAMPLE_SEED).permutation(n_total)[:limit])
+    """Indices of a fixed sample of at most `limit` test examples (all when there are fewer), sorted: the same
+    rule as the attacked sample."""
+    return np.asarray(fixed_sample(n_total, limit), dtype=np.int64)
 
 
 def tsne_coordinates(x: np.ndarray, seed: int) -> np.ndarray:
