@@ -14,8 +14,6 @@
 
 from __future__ import annotations
 
-import gzip
-import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,6 +24,7 @@ from scipy.stats import bootstrap
 from statsmodels.stats.contingency_tables import mcnemar
 from statsmodels.stats.multitest import multipletests
 
+from bench.data import read_rows
 from bench.errors import BenchError
 
 PREDICTIONS = "predictions.jsonl.gz"
@@ -43,10 +42,9 @@ def load_predictions(run_dir: Path | str) -> pd.DataFrame:
         raise BenchError(f"{path} is missing, so the run cannot be compared item by item; "
                          f"re-run it with `bench run ... --overwrite`")
     try:
-        with gzip.open(path, "rt", encoding="utf-8") as handle:
-            records = [json.loads(line) for line in handle if line.strip()]
-    except (OSError, ValueError) as exc:
-        raise BenchError(f"cannot read {path}: {exc}; re-run the run with --overwrite") from exc
+        records = read_rows(path)
+    except BenchError as exc:
+        raise BenchError(f"{exc}; re-run the run with --overwrite") from exc
     frame = pd.DataFrame(records).reindex(columns=["id", "gold", "predicted"])
     if frame.isna().any().any():
         raise BenchError(f"{path} has records without id, gold or predicted; re-run the run with --overwrite")
