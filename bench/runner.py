@@ -13,13 +13,14 @@ from pathlib import Path
 from typing import Any, Callable
 
 import methods  # noqa: F401  (registers the methods)
+from bench import store
 from bench.data import TextData, load_dataset
 from bench.encoders import canonical_encoder, check_encoder
 from bench.errors import BenchError
 from bench.executors import DataRef, data_ref
 from bench.registry import DATASETS, METHODS
 from bench.settings import method_config
-from bench.shard import ShardOutcome, ShardRequest, run_shard
+from bench.shard import CHECKPOINT, ShardOutcome, ShardRequest, run_shard
 from bench.spec import RunSpec, TrainConfig
 
 log = logging.getLogger(__name__)
@@ -194,4 +195,4 @@ def retry_overwrite(shard: Shard, results_dir: Path, overwrite: bool, attempt: i
     if attempt == 0 or not overwrite:
         return overwrite
     run_dir = results_dir / shard.spec.key
-    return not ((run_dir / "checkpoint.pt").exists() or (run_dir / "rows.json").exists())
+    return not ((run_dir / CHECKPOINT).exists() or store.is_finished(run_dir))
