@@ -13,8 +13,6 @@ import contextlib
 import functools
 import hashlib
 import math
-import os
-import re
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
