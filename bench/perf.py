@@ -5,6 +5,8 @@
     python -m bench.perf methods  --dataset mr --data-dir ../shared/data   # step time of every method vs ce
     python -m bench.perf hf-trainer --dataset mr --data-dir ../shared/data # our Trainer vs Hugging Face Trainer
     python -m bench.perf throughput --encoder bert-base-random ...         # ce / clld seq/s, TFLOP/s, MFU, GPU use
+    python -m bench.perf report --dataset 20ng --data-dir ../shared/data   # throughput + hf-trainer in one run
+    python -m bench.perf estimate --config configs/clld-table2.yaml ...    # expected wall time of a sweep
 
 Rounds alternate between the variants so that machine noise hits both alike; the medians are compared.
 """
@@ -26,9 +28,11 @@ import methods  # noqa: F401
 from bench.batching import Encoded, collate, length_grouped_batches, random_batches
 from bench.data import load_dataset
 from bench.encoders import build_encoder
+from bench.errors import BenchError
 from bench.registry import METHODS
 from bench.spec import TrainConfig
 from bench.trainer import Trainer, seed_everything
+from bench.walltime import INHERENT_PASSES, training_flops
 
 
 def prepare(args: argparse.Namespace, method: str = "ce") -> tuple[Trainer, Encoded, TrainConfig]:
@@ -116,12 +120,6 @@ def padding(args: argparse.Namespace) -> dict:
     report = summarise(results, baseline="random_pad_to_max", args=args)
     report["mean_tokens"] = float(data.lengths.mean())
     return report
-
-
-# Encoder passes a method inherently needs per example, counting a forward+backward pass as 1 and a
-# forward-only pass (a no-grad target network) as 1/3.
-INHERENT_PASSES = {"ce": 1.0, "cl": 2.0, "clld-static": 2.0, "clld-adaptive": 2.0, "supcon": 1.0, "lcl": 4.0,
-                   "cline": 3.0, "dcl": 2.0 + 2.0 / 3.0}
 
 
 def methods_step(args: argparse.Namespace) -> dict:
@@ -247,23 +245,12 @@ def hf_trainer(args: argparse.Namespace) -> dict:
             if round_:
                 for name, value in speeds.items():
                     results[name].append(value)
-    return summarise(results, baseline="hf_trainer", args=args)
+    return summarise(results, baseline="hf_trainer", args=args, name="hf-trainer")
 
 
 # ----------------------------------------------------------------------------------------------- MFU
 
 PEAK_BF16_TFLOPS = {"H100": 989.0, "H200": 989.0, "A100": 312.0, "L40S": 362.0, "A10": 125.0}  # dense
-
-
-def training_flops(encoder: torch.nn.Module, lengths: np.ndarray) -> float:
-    """Model FLOPs of one forward+backward pass over sequences of the given (unpadded) lengths:
-    6 N T for the weights (N = non-embedding parameters) + 12 L d T^2 for attention, per sequence."""
-    config = encoder.model.config
-    embedding = sum(p.numel() for n, p in encoder.named_parameters() if "embeddings" in n)
-    weights = sum(p.numel() for p in encoder.parameters()) - embedding
-    layers, width = config.num_hidden_layers, config.hidden_size
-    lengths = lengths.astype(np.float64)
-    return float(6 * weights * lengths.sum() + 12 * layers * width * (lengths ** 2).sum())
 
 
 def peak_tflops(device: torch.device, override: float | None) -> float | None:
@@ -301,9 +288,58 @@ def throughput(args: argparse.Namespace) -> dict:
             "seq_per_s": round(len(data) / seconds, 2), "tokens_per_s": round(float(data.lengths.sum()) / seconds),
             "tflops": round(achieved, 3), "mfu": round(achieved / peak, 4) if peak else None,
             "peak_tflops": peak, "gpu_utilisation_pct": statistics.median(utilisation) if utilisation else None}
+    gemm = gemm_tflops(trainer.device, trainer.amp_dtype or torch.float32)
+    report["gemm_tflops"] = round(gemm, 3)
+    for entry in report["methods"].values():
+        entry["fraction_of_gemm"] = round(entry["tflops"] / gemm, 3)
     report["params"] = sum(p.numel() for p in trainer.method.encoder.parameters())
     report["mean_tokens"] = float(data.lengths.mean())
     return report
+
+
+def gemm_tflops(device: torch.device, dtype: torch.dtype, size: int | None = None, repeats: int = 5) -> float:
+    """The TFLOP/s of a large square matrix product in `dtype` on `device`: the practical peak that a
+    training step's FLOP rate can be compared with where no vendor peak applies (a CPU)."""
+    size = size or (8192 if device.type == "cuda" else 1536)
+    a = torch.randn(size, size, device=device, dtype=dtype)
+    b = torch.randn(size, size, device=device, dtype=dtype)
+    times = []
+    for _ in range(repeats + 1):  # the first product warms up and is discarded
+        start = time.perf_counter()
+        torch.mm(a, b)
+        if device.type == "cuda":
+            torch.cuda.synchronize()
+        times.append(time.perf_counter() - start)
+    return 2 * size ** 3 / min(times[1:]) / 1e12
+
+
+def report(args: argparse.Namespace) -> dict:
+    """One run of everything the throughput targets are about: ce / clld sequences/s, TFLOP/s, MFU and GPU
+    utilisation, then our Trainer vs a plain Hugging Face Trainer, with each target and whether it is met."""
+    speed = throughput(args)
+    versus = hf_trainer(args)
+    gpu = args.device.startswith("cuda")
+    mfu = speed["methods"]["ce"]["mfu"]
+    ratio = versus["ratio_vs_hf_trainer"]["ours"]
+    return {"benchmark": "report", "device_name": device_name(torch.device(args.device)),
+            "throughput": speed, "hf_trainer": versus,
+            "targets": {
+                "mfu_ce >= 0.40 (bf16, H100/H200, length 128)": (mfu >= 0.40) if gpu and mfu is not None
+                else "not applicable: needs a GPU with a known peak (or --peak-tflops)",
+                "ours / hf_trainer >= 1.5 (GPU)": (ratio >= 1.5) if gpu else f"CPU: {ratio:.2f} (GPU target)"}}
+
+
+def device_name(device: torch.device) -> str:
+    """A readable name of the device the benchmark ran on."""
+    if device.type == "cuda":
+        return torch.cuda.get_device_name(device)
+    import platform
+    from pathlib import Path
+
+    cpuinfo = Path("/proc/cpuinfo")
+    lines = cpuinfo.read_text().splitlines() if cpuinfo.is_file() else []
+    model = next((line.split(":", 1)[1].strip() for line in lines if line.startswith("model name")), None)
+    return f"CPU {model or platform.processor() or platform.machine()}, {torch.get_num_threads()} threads"
 
 
 def gpu_utilisation(device: torch.device) -> float | None:
@@ -314,10 +350,11 @@ def gpu_utilisation(device: torch.device) -> float | None:
         return None
 
 
-def summarise(results: dict[str, list[float]], baseline: str, args: argparse.Namespace) -> dict:
+def summarise(results: dict[str, list[float]], baseline: str, args: argparse.Namespace,
+              name: str | None = None) -> dict:
     """Median sequences/s per variant and each variant's ratio to the baseline."""
     medians = {k: statistics.median(v) for k, v in results.items()}
-    return {"benchmark": args.command, "encoder": args.encoder, "dataset": args.dataset,
+    return {"benchmark": name or args.command, "encoder": args.encoder, "dataset": args.dataset,
             "batch_size": args.batch_size, "max_length": args.max_length, "steps": args.steps,
             "rounds": args.rounds, "device": args.device, "precision": args.precision,
             "torch_threads": torch.get_num_threads(),
@@ -326,11 +363,31 @@ def summarise(results: dict[str, list[float]], baseline: str, args: argparse.Nam
             "ratio_vs_" + baseline: {k: round(v / medians[baseline], 3) for k, v in medians.items()}}
 
 
+def run_estimate(args: argparse.Namespace) -> dict:
+    """`estimate`: the achieved rate from --tflops or peak × MFU, then `walltime.estimate`."""
+    from bench.walltime import estimate
+
+    if args.gpu and args.gpu not in PEAK_BF16_TFLOPS:
+        raise BenchError(f"unknown --gpu {args.gpu!r}; known: {', '.join(PEAK_BF16_TFLOPS)} (or give --peak-tflops)")
+    peak = args.peak_tflops or (PEAK_BF16_TFLOPS[args.gpu] if args.gpu else None)
+    rate = args.tflops or (peak * args.mfu if peak else 0.0)
+    try:
+        devices = [int(n) for n in args.devices.split(",")]
+    except ValueError:
+        raise BenchError(f"--devices takes whole numbers separated by commas, got {args.devices!r}") from None
+    result = estimate(args.config, args.data_dir, rate, devices, args.shape_encoder, args.expected_epochs,
+                      args.results_dir, args.shard_overhead_s)
+    result["rate_from"] = (f"--tflops {args.tflops}" if args.tflops else
+                           f"peak {peak} TFLOP/s × MFU {args.mfu}" if peak else None)
+    return result
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run one benchmark and print its JSON report."""
     parser = argparse.ArgumentParser(prog="python -m bench.perf", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("command", choices=["overhead", "padding", "methods", "hf-trainer", "throughput"])
+    parser.add_argument("command", choices=["overhead", "padding", "methods", "hf-trainer", "throughput", "report",
+                                            "estimate"])
     parser.add_argument("--methods", default=",".join(INHERENT_PASSES), help="for `methods`: which to time")
     parser.add_argument("--dataset", default="demo")
     parser.add_argument("--data-dir", default=None)
@@ -341,11 +398,35 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=3, help="measured rounds per variant (after one warm-up)")
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--precision", default="auto", choices=["auto", "fp32", "bf16"])
-    parser.add_argument("--peak-tflops", type=float, default=None, help="for `throughput`: the device's peak")
+    parser.add_argument("--peak-tflops", type=float, default=None,
+                        help="the device's dense peak TFLOP/s (throughput/report: for MFU; estimate: with --mfu)")
+    estimating = parser.add_argument_group("estimate (expected wall time of `bench run --config CONFIG`)")
+    estimating.add_argument("--config", default=None, help="the sweep's YAML config")
+    estimating.add_argument("--tflops", type=float, default=None,
+                            help="achieved training TFLOP/s (from `throughput`); or give --peak-tflops and --mfu")
+    estimating.add_argument("--gpu", default=None, help=f"take --peak-tflops from the bf16 table: "
+                                                        f"{', '.join(PEAK_BF16_TFLOPS)}")
+    estimating.add_argument("--mfu", type=float, default=0.4, help="assumed MFU with --peak-tflops / --gpu")
+    estimating.add_argument("--devices", default="1,4,8", help="device counts to report the wall time for")
+    estimating.add_argument("--shape-encoder", default=None,
+                            help="count tokens and FLOPs with this encoder (same shape and tokenizer), "
+                                 "e.g. bert-base-random for bert-base-uncased offline")
+    estimating.add_argument("--expected-epochs", type=int, default=None,
+                            help="epochs each shard is expected to run (default: the configured maximum)")
+    estimating.add_argument("--shard-overhead-s", type=float, default=0.0,
+                            help="seconds added per shard for loading and evaluation (default 0: FLOPs only)")
+    estimating.add_argument("--results-dir", default=None, help="set measured epoch times of finished runs beside")
     args = parser.parse_args(argv)
-    report = {"overhead": overhead, "padding": padding, "methods": methods_step, "hf-trainer": hf_trainer,
-              "throughput": throughput}[args.command](args)
-    json.dump(report, sys.stdout, indent=1)
+    try:
+        if args.command == "estimate":
+            result = run_estimate(args)
+        else:
+            result = {"overhead": overhead, "padding": padding, "methods": methods_step, "hf-trainer": hf_trainer,
+                      "throughput": throughput, "report": report}[args.command](args)
+    except BenchError as exc:
+        print(f"python -m bench.perf: error: {exc}", file=sys.stderr)
+        return 2
+    json.dump(result, sys.stdout, indent=1)
     print()
     return 0
 

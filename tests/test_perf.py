@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
+import pytest
 import torch
 
 from bench.encoders import build_encoder
-from bench.perf import peak_tflops, training_flops
-from bench.spec import TrainConfig
+from bench.errors import BenchError
+from bench.perf import gemm_tflops, main as perf_main, peak_tflops, training_flops
+from bench.spec import RunSpec, TrainConfig
+from bench.walltime import makespan, shard_cost
 
 
 def test_training_flops_counts_weights_and_attention():
@@ -25,3 +30,58 @@ def test_training_flops_counts_weights_and_attention():
 def test_peak_is_known_only_for_gpus_in_the_table_or_given():
     assert peak_tflops(torch.device("cpu"), None) is None
     assert peak_tflops(torch.device("cpu"), 123.0) == 123.0
+
+
+# ----------------------------------------------------------------------------------------------- wall-time estimate
+
+def test_makespan_packs_longest_first_onto_the_least_busy_device():
+    assert makespan([5, 4, 3, 3, 3], 1) == 18
+    assert makespan([5, 4, 3, 3, 3], 2) == 10  # LPT: 5 | 4, then 3 -> 4+3, 3 -> 5+3, 3 -> 7+3
+    assert makespan([7], 4) == 7
+    assert makespan([], 3) == 0
+    with pytest.raises(BenchError):
+        makespan([1.0], 0)
+
+
+def test_shard_cost_counts_passes_validations_and_the_test_pass():
+    flops = {"train": 90.0, "validation": 30.0, "test": 60.0}
+    cfg = TrainConfig(epochs=4)
+    ce = shard_cost(RunSpec("ce", "d", "e", 1, "f", cfg, ()), flops)
+    assert ce.epoch_flops == 90 + 30 / 3 and ce.total_flops == 4 * 100 + 20
+    adaptive = shard_cost(RunSpec("clld-adaptive", "d", "e", 1, "f", cfg, (("evals_per_epoch", 10),)), flops,
+                          epochs=2)
+    assert adaptive.epochs == 2 and adaptive.epoch_flops == 2 * 90 + 10 * 10
+    assert adaptive.total_flops == 2 * 280 + 20
+    with pytest.raises(BenchError, match="no pass count"):
+        shard_cost(RunSpec("mystery", "d", "e", 1, "f", cfg, ()), flops)
+
+
+def test_estimate_counts_the_real_data_and_sets_measured_runs_beside(tiny, tmp_path, cli, capsys):
+    config = tmp_path / "sweep.yaml"
+    config.write_text(f"methods: [ce, cl]\ndatasets: [{tiny}]\nseeds: 1-2\nencoder: tiny-bert\nepochs: 2\n"
+                      "max_length: 32\nbatch_size: 8\nlr: 1.0e-3\n")
+    results = tmp_path / "done"
+    assert cli("run", "--config", config, "--methods", "ce", "--seeds", "1", "--results-dir", results,
+               "--no-progress", "--evaluators", "none")[0] == 0
+    assert perf_main(["estimate", "--config", str(config), "--tflops", "1e-6", "--devices", "1,2",
+                      "--results-dir", str(results)]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["shards"] == 4 and [r["key"].split("_")[0] for r in report["per_shard"]] == ["ce", "ce", "cl", "cl"]
+    ce, cl = report["per_shard"][0], report["per_shard"][2]
+    assert 1.8 < cl["expected_epoch_s"] / ce["expected_epoch_s"] <= 2   # two dropout views, one validation
+    assert report["wall_seconds"]["2"] < report["wall_seconds"]["1"]
+    measured = [r for r in report["per_shard"] if r["measured_epoch_s"] is not None]
+    assert len(measured) == 1 and measured[0]["key"] == ce["key"]   # the run key matches `bench run`'s
+    assert report["calibration"]["runs_compared"] == 1
+
+
+def test_estimate_needs_a_rate_and_known_gpu_names(capsys):
+    assert perf_main(["estimate"]) == 2
+    assert "--tflops" in capsys.readouterr().err
+    assert perf_main(["estimate", "--gpu", "B300"]) == 2
+    assert "unknown --gpu 'B300'" in capsys.readouterr().err
+
+
+def test_gemm_rate_is_positive_and_finite():
+    rate = gemm_tflops(torch.device("cpu"), torch.float32, size=64, repeats=2)
+    assert 0 < rate < 1e3
