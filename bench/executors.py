@@ -227,7 +227,7 @@ class ShardJob(Checkpointable):
     def __call__(self, tasks: list[ShardTask]) -> list["ShardOutcome"]:
         """Run the shards of one array task; returns their outcomes (failures recorded, never raised)."""
         from bench.runner import Shard, execute
-        from bench.shard import ShardOutcome, ShardRequest
+        from bench.shard import ShardRequest
 
         logging.basicConfig(level=logging.WARNING, format="%(levelname)s: %(message)s")
         os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
