@@ -269,6 +269,7 @@ def throughput(args: argparse.Namespace) -> dict:
     report: dict = {"benchmark": "throughput", "encoder": args.encoder, "dataset": args.dataset,
                     "batch_size": args.batch_size, "max_length": args.max_length, "device": args.device,
                     "precision": args.precision, "torch_threads": torch.get_num_threads(), "methods": {}}
+    rates: dict[str, float] = {}
     for name, views in (("ce", 1), ("clld-adaptive", 2)):
         trainer, data, cfg = prepare(args, method=name)
         flops = views * training_flops(trainer.method.encoder, data.lengths)
@@ -286,15 +287,21 @@ def throughput(args: argparse.Namespace) -> dict:
         peak = peak_tflops(trainer.device, args.peak_tflops)
         report["methods"][name] = {
             "seq_per_s": round(len(data) / seconds, 2), "tokens_per_s": round(float(data.lengths.sum()) / seconds),
-            "tflops": round(achieved, 3), "mfu": round(achieved / peak, 4) if peak else None,
+            "tflops": significant(achieved), "mfu": round(achieved / peak, 4) if peak else None,
             "peak_tflops": peak, "gpu_utilisation_pct": statistics.median(utilisation) if utilisation else None}
+        rates[name] = achieved
     gemm = gemm_tflops(trainer.device, trainer.amp_dtype or torch.float32)
-    report["gemm_tflops"] = round(gemm, 3)
-    for entry in report["methods"].values():
-        entry["fraction_of_gemm"] = round(entry["tflops"] / gemm, 3)
+    report["gemm_tflops"] = significant(gemm)
+    for name, entry in report["methods"].items():
+        entry["fraction_of_gemm"] = round(rates[name] / gemm, 3)
     report["params"] = sum(p.numel() for p in trainer.method.encoder.parameters())
     report["mean_tokens"] = float(data.lengths.mean())
     return report
+
+
+def significant(value: float, digits: int = 4) -> float:
+    """`value` rounded to `digits` significant digits (TFLOP/s of tiny and of large models alike)."""
+    return float(f"{value:.{digits}g}")
 
 
 def gemm_tflops(device: torch.device, dtype: torch.dtype, size: int | None = None, repeats: int = 5) -> float:

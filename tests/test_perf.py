@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 
 import numpy as np
@@ -10,7 +11,7 @@ import torch
 
 from bench.encoders import build_encoder
 from bench.errors import BenchError
-from bench.perf import gemm_tflops, main as perf_main, peak_tflops, training_flops
+from bench.perf import gemm_tflops, main as perf_main, peak_tflops, throughput, training_flops
 from bench.spec import RunSpec, TrainConfig
 from bench.walltime import makespan, shard_cost
 
@@ -85,3 +86,14 @@ def test_estimate_needs_a_rate_and_known_gpu_names(capsys):
 def test_gemm_rate_is_positive_and_finite():
     rate = gemm_tflops(torch.device("cpu"), torch.float32, size=64, repeats=2)
     assert 0 < rate < 1e3
+
+
+def test_throughput_reports_both_methods_and_the_gemm_reference():
+    args = argparse.Namespace(
+        dataset="demo", data_dir=None, encoder="tiny-bert", batch_size=8, max_length=32, steps=2, rounds=1,
+        device="cpu", precision="fp32", peak_tflops=None)
+    report = throughput(args)
+    assert set(report["methods"]) == {"ce", "clld-adaptive"}
+    for entry in report["methods"].values():
+        assert entry["seq_per_s"] > 0 and entry["tflops"] > 0 and entry["mfu"] is None
+        assert entry["fraction_of_gemm"] == pytest.approx(entry["tflops"] / report["gemm_tflops"], rel=1e-2, abs=1e-3)
