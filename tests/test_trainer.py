@@ -115,3 +115,26 @@ def test_no_weight_decay_on_biases_and_norms():
     decay, no_decay = trainer.optimizer().param_groups
     assert no_decay["weight_decay"] == 0.0 and decay["weight_decay"] == CFG.weight_decay
     assert all(p.ndim >= 2 for p in decay["params"])
+
+
+@pytest.mark.parametrize("method", ["ce", "clld-adaptive"])
+def test_bf16_autocast_step_stays_close_to_fp32(method):
+    """The mixed-precision path (bf16 autocast, losses in fp32) gives the fp32 loss and gradient direction."""
+    results = {}
+    for precision in ("fp32", "bf16"):
+        cfg = TrainConfig(epochs=1, lr=1e-3, batch_size=8, max_length=32, precision=precision, head_dropout=0.0)
+        trainer, data = setup(cfg, method=method)
+        assert (trainer.amp_dtype is None) == (precision == "fp32")
+        batch = trainer.batch(data["train"], np.arange(8))
+        torch.manual_seed(0)  # the same dropout masks in both precisions
+        with trainer.autocast():
+            losses = trainer.method.loss(batch)
+        total = sum(losses.values())
+        assert total.dtype == torch.float32
+        total.backward()
+        grads = torch.cat([p.grad.flatten() for p in trainer.method.parameters() if p.grad is not None])
+        results[precision] = (total.item(), grads)
+    (loss32, grad32), (loss16, grad16) = results["fp32"], results["bf16"]
+    assert loss16 != loss32  # bf16 really was used
+    assert abs(loss16 - loss32) < 0.02 * abs(loss32)
+    assert torch.nn.functional.cosine_similarity(grad32, grad16, dim=0) > 0.98
