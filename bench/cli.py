@@ -365,8 +365,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     shards = plan(opts["methods"], opts["datasets"], opts["encoders"], opts["seeds"], opts["overrides"],
                   opts["data_dir"], opts["knobs"], results_dir, opts["request"])
     print(f"bench: {len(shards)} shard(s) -> {results_dir}", file=sys.stderr)
-    if opts["resume"]:
-        shards = skip_active(shards, results_dir)
+    if opts["resume"] or (opts["executor"] == "slurm" and not opts["overwrite"]):
+        shards = skip_active(shards, results_dir)  # never queue a shard twice
     if opts["executor"] == "slurm":
         return submit_shards(shards, opts)
 
@@ -397,16 +397,17 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def skip_active(shards: list[Any], results_dir: Path) -> list[Any]:
-    """--resume: drop the shards SLURM reports as pending or running (warn when it cannot be asked)."""
+    """Drop the shards SLURM reports as pending or running (warn when it cannot be asked): with --resume, and
+    always before a SLURM submission."""
     from bench.status import active_keys
 
     active = active_keys(results_dir, [s.spec.key for s in shards])
     if active is None:
-        print("bench: --resume: cannot query SLURM (scheduler unreachable); shards submitted earlier may run "
-              "twice", file=sys.stderr)
+        print("bench: cannot query SLURM (scheduler unreachable); shards submitted earlier may run twice",
+              file=sys.stderr)
         return shards
     if active:
-        print(f"bench: --resume: skipping {len(active)} shard(s) pending or running on SLURM (see `bench status`)",
+        print(f"bench: skipping {len(active)} shard(s) pending or running on SLURM (see `bench status`)",
               file=sys.stderr)
     return [s for s in shards if s.spec.key not in active]
 

@@ -391,8 +391,13 @@ def test_resume_picks_exactly_the_unfinished_shards(cli, tiny, results, mocked, 
     code, _, err = cli(*base, "--resume")
     assert ran == keys and "scheduler unreachable" in err
 
-    code, _, err = cli(*base, "--executor", "slurm")  # without --resume the scheduler is not asked
-    assert [t.spec.key for g in mocked[-1].calls[0][1] for t in g] == keys[1:]
+    code, _, err = cli(*base, "--executor", "slurm")  # unreachable scheduler: submitted, with a warning
+    assert [t.spec.key for g in mocked[-1].calls[0][1] for t in g] == keys[1:] and "may run twice" in err
+    monkeypatch.setattr("bench.status.query_states", lambda ids: {i: "PENDING" for i in ids})
+    submissions = len(mocked)
+    code, _, err = cli(*base, "--executor", "slurm")  # a plain re-submission never queues a shard twice
+    assert code == 0 and len(mocked) == submissions
+    assert "skipping 3 shard(s) pending or running" in err and "nothing to submit" in err
 
 
 def test_shards_per_gpu_grouping(tiny, results):
