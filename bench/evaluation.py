@@ -60,12 +60,45 @@ def evaluation_path(run_dir: Path, evaluator: Evaluator, options: EvalOptions) -
     return run_dir / store.EVALS / f"{evaluator.name}-{evaluator.settings_hash(options)}.json"
 
 
+def artefact_folder(run_dir: Path, evaluator: Evaluator, options: EvalOptions) -> Path:
+    """Where the per-example files of one evaluation are kept: evals/<evaluator>-<settings hash>/. The files
+    under their plain names in the run folder are those of the settings evaluated (or asked for) last."""
+    return evaluation_path(run_dir, evaluator, options).with_suffix("")
+
+
+def keep_artefacts(run_dir: Path, evaluator: Evaluator, options: EvalOptions) -> None:
+    """Keep this evaluation's files in its own folder, so that evaluating other settings never loses them."""
+    folder = artefact_folder(run_dir, evaluator, options)
+    for name in evaluator.artefacts(options):
+        if (run_dir / name).is_file():  # one not written leaves the evaluation incomplete (see is_done)
+            store.link_or_copy(run_dir / name, folder / name)
+
+
+def restore_artefacts(run_dir: Path, evaluator: Evaluator, options: EvalOptions) -> None:
+    """Put a stored evaluation's files back under their plain names (they are what was asked for now)."""
+    folder = artefact_folder(run_dir, evaluator, options)
+    for name in evaluator.artefacts(options):
+        store.link_or_copy(folder / name, run_dir / name)
+
+
 def is_done(run_dir: Path, evaluator: Evaluator, options: EvalOptions) -> bool:
-    """Whether the evaluation is stored as finished with every artefact the options ask for (a stored skip
-    is retried: the missing resource may exist now)."""
+    """Whether the evaluation is stored as finished with every file the options ask for (a stored skip is
+    retried: the missing resource may exist now).
+
+    A run evaluated before files were kept per settings has them only under their plain names; they are
+    adopted when this is the evaluator's only stored evaluation in the run (so they can only be its own)."""
     path = evaluation_path(run_dir, evaluator, options)
-    return (path.is_file() and store.read_json(path).get("status") == "done"
-            and all((run_dir / name).is_file() for name in evaluator.artefacts(options)))
+    if not (path.is_file() and store.read_json(path).get("status") == "done"):
+        return False
+    names = evaluator.artefacts(options)
+    folder = artefact_folder(run_dir, evaluator, options)
+    if all((folder / name).is_file() for name in names):
+        return True
+    stored = [p for p in path.parent.glob(f"{evaluator.name}-*.json") if not p.name.endswith(".error.json")]
+    if stored == [path] and all((run_dir / name).is_file() for name in names):
+        keep_artefacts(run_dir, evaluator, options)
+        return True
+    return False
 
 
 def evaluate_run(spec: RunSpec, data: TextData, classifier: Classifier, run_dir: Path, evaluators: list[Evaluator],
@@ -76,6 +109,7 @@ def evaluate_run(spec: RunSpec, data: TextData, classifier: Classifier, run_dir:
     for evaluator in evaluators:
         path = evaluation_path(run_dir, evaluator, options)
         if not overwrite and is_done(run_dir, evaluator, options):
+            restore_artefacts(run_dir, evaluator, options)
             outcomes.append(EvalOutcome(spec.key, evaluator.name, "cached", rows=store.read_json(path)["rows"]))
             continue
         outcomes.append(run_one(spec, data, classifier, run_dir, evaluator, options, device, path, explicit))
@@ -111,6 +145,8 @@ def run_one(spec: RunSpec, data: TextData, classifier: Classifier, run_dir: Path
             "eval_hash": hash_settings(settings), "eval_seconds": round(seconds, 2), **provenance(device),
             "finished_at": datetime.now(timezone.utc).isoformat()}
     rows = [row_for(spec, evaluator.name, record, meta) for record in records]
+    if status == "done":
+        keep_artefacts(run_dir, evaluator, options)  # before the rows: a stored "done" has its files
     store.write_json(path, {"status": status, "reason": reason, "settings": settings, "rows": rows})
     path.with_suffix(".error.json").unlink(missing_ok=True)
     return EvalOutcome(spec.key, evaluator.name, status, reason, seconds, rows)

@@ -100,7 +100,8 @@ def tidy(run_dir: Path) -> None:
     """Remove what a process killed in this run left behind: temporary files of interrupted writes, and the
     resume checkpoint of a finished run (killed between writing the rows and removing it). Only the process
     running a shard writes into its folder, so none of these files can be in use."""
-    for folder in (run_dir, run_dir / store.EVALS):
+    evals = run_dir / store.EVALS
+    for folder in (run_dir, evals, *(sorted(p for p in evals.glob("*") if p.is_dir()) if evals.is_dir() else [])):
         store.remove_temporaries(folder)
     if store.is_finished(run_dir):
         (run_dir / CHECKPOINT).unlink(missing_ok=True)

@@ -49,6 +49,17 @@ def atomic_path(path: Path) -> Iterator[Path]:
             os.remove(tmp)
 
 
+def link_or_copy(source: Path, target: Path) -> None:
+    """Make `target` hold `source`'s content in one rename: a hard link (no copy; atomic writes replace files
+    rather than change them, so the two never diverge by accident), or a copy across file systems."""
+    with atomic_path(target) as tmp:
+        os.remove(tmp)
+        try:
+            os.link(source, tmp)
+        except OSError:
+            shutil.copyfile(source, tmp)
+
+
 def _umask() -> int:
     """The process umask (read by setting and restoring it)."""
     mask = os.umask(0)

@@ -292,3 +292,60 @@ def test_evaluation_table_keeps_different_settings_apart():
     assert list(table.index) == ["adaptive", "transfer"]
     assert table.loc["adaptive", "seeds"] == 2 and table.loc["adaptive", "value"].startswith("0.2 ±")
     assert table.loc["transfer", "value"] == "0.9"
+
+
+class Echo(Evaluator):
+    """Writes its `checklist_n` option into a per-example file (stands in for adversarial examples, t-SNE...)."""
+
+    name = "echo"
+    option_names = ("checklist_n",)
+
+    def artefacts(self, options):
+        return ("echo.json",)
+
+    def evaluate(self, ctx):
+        from bench import store
+
+        store.write_json(ctx.run_dir / "echo.json", {"n": ctx.options.checklist_n})
+        return [{"split": "test", "metric": "n", "value": float(ctx.options.checklist_n), "n": 1}]
+
+
+def test_per_example_files_of_other_settings_are_kept_and_restored(tmp_path, sentiment_data):
+    spec = RunSpec("ce", sentiment_data.name, "scripted", 1, sentiment_data.fingerprint)
+    run_dir = tmp_path / "results" / spec.key
+    run_dir.mkdir(parents=True)
+    model = KeywordClassifier(SENTIMENT, KEYWORDS)
+
+    def evaluate(n):
+        outcome, = evaluate_run(spec, sentiment_data, model, run_dir, [Echo()], EvalOptions(checklist_n=n),
+                                torch.device("cpu"))
+        return outcome.status, json.loads((run_dir / "echo.json").read_text())["n"]
+
+    assert evaluate(10) == ("done", 10)
+    assert evaluate(20) == ("done", 20)     # other settings: computed, stored beside
+    kept = {p.parent.name: json.loads(p.read_text())["n"] for p in (run_dir / "evals").glob("echo-*/echo.json")}
+    assert sorted(kept.values()) == [10, 20]
+    assert evaluate(10) == ("cached", 10)   # asked again: not recomputed, and its own file is back in place
+    assert evaluate(20) == ("cached", 20)
+
+
+def test_files_of_runs_evaluated_before_they_were_kept_are_adopted_only_when_unambiguous(tmp_path,
+                                                                                          sentiment_data):
+    import shutil
+
+    from bench.evaluation import artefact_folder, is_done
+
+    spec = RunSpec("ce", sentiment_data.name, "scripted", 1, sentiment_data.fingerprint)
+    run_dir = tmp_path / "results" / spec.key
+    run_dir.mkdir(parents=True)
+    model = KeywordClassifier(SENTIMENT, KEYWORDS)
+    ten, twenty = EvalOptions(checklist_n=10), EvalOptions(checklist_n=20)
+    evaluate_run(spec, sentiment_data, model, run_dir, [Echo()], ten, torch.device("cpu"))
+    shutil.rmtree(artefact_folder(run_dir, Echo(), ten))             # as an older version left it
+    assert is_done(run_dir, Echo(), ten)                              # the only evaluation: its file, adopted
+    assert json.loads((artefact_folder(run_dir, Echo(), ten) / "echo.json").read_text())["n"] == 10
+    evaluate_run(spec, sentiment_data, model, run_dir, [Echo()], twenty, torch.device("cpu"))
+    shutil.rmtree(artefact_folder(run_dir, Echo(), ten))
+    shutil.rmtree(artefact_folder(run_dir, Echo(), twenty))
+    assert not is_done(run_dir, Echo(), ten)                          # two evaluations: whose file? recompute
+    assert not is_done(run_dir, Echo(), twenty)
