@@ -346,7 +346,11 @@ def shard_request(args: argparse.Namespace, file_run: dict[str, Any], data_dir: 
 
 
 def print_evaluations(outcomes: list[Any]) -> list[Any]:
-    """One line per evaluator that did not just succeed; returns the failed ones."""
+    """One line per evaluator that did not just succeed (one line in all when none could run for want of a
+    saved model); returns the failed ones."""
+    if len(outcomes) > 1 and all(e.status == "no-model" for e in outcomes):
+        print(f"    {', '.join(e.evaluator for e in outcomes)}: no-model: {outcomes[0].message}", file=sys.stderr)
+        return []
     for e in outcomes:
         if e.status in ("skipped", "failed", "no-model"):
             print(f"    {e.evaluator}: {e.status}: {e.message}", file=sys.stderr)

@@ -250,6 +250,11 @@ def test_no_save_model_and_bad_evaluator_options(cli, tiny, results):
     code, _, err = cli("run", "--methods", "ce", "--datasets", tiny, *args, "--contrast-set", "/no/such/set")
     assert code == 2 and "not found" in err
     assert len(list(results.glob("*/rows.json"))) == 1  # the rejected commands wrote nothing
+    code, _, err = cli("run", "--methods", "ce", "--datasets", tiny, *args, "--evaluators", "repr,checklist,contrast")
+    assert code == 0 and "skipped" in err
+    assert [line.strip() for line in err.splitlines() if "no-model" in line] == [  # repr: stored already
+        "checklist, contrast: no-model: the run has no saved model (trained with --no-save-model or by an older "
+        "version); re-run it with --overwrite"]  # one line for the run, not one per evaluator
 
 
 def test_default_evaluators_then_an_explicit_attack(cli, tiny, results):
