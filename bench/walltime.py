@@ -154,14 +154,14 @@ def estimate(config: str | None, data_dir: str | None, achieved_tflops: float, d
         if results_dir:
             measured = measured_epoch_seconds(Path(results_dir) / cost.key)
             row["measured_epoch_s"] = round(measured, 1) if measured is not None else None
-            row["measured_over_expected"] = (round(measured / row["expected_epoch_s"], 2)
-                                             if measured is not None else None)
+            row["measured_over_expected"] = (round(measured / (cost.epoch_flops / rate), 2)
+                                             if measured is not None and cost.epoch_flops else None)
         rows.append(row)
     seconds = [c.total_flops / rate + shard_overhead_s for c in shards]
     report: dict[str, Any] = {
         "benchmark": "estimate", "config": config, "achieved_tflops": achieved_tflops,
-        "shape_encoder": shape_encoder, "shard_overhead_s": shard_overhead_s, "shards": len(shards), "total_pflop": round(sum(c.total_flops for c in
-                                                                                       shards) / 1e15, 2),
+        "shape_encoder": shape_encoder, "shard_overhead_s": shard_overhead_s, "shards": len(shards),
+        "total_pflop": round(sum(c.total_flops for c in shards) / 1e15, 2),
         "datasets": datasets,
         "wall_time": {str(n): format_hours(makespan(seconds, n)) for n in devices},
         "wall_seconds": {str(n): round(makespan(seconds, n)) for n in devices},
