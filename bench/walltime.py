@@ -45,7 +45,10 @@ class ShardCost:
 def training_flops(encoder: torch.nn.Module, lengths: np.ndarray) -> float:
     """Model FLOPs of one forward+backward pass over sequences of the given (unpadded) lengths:
     6 N T for the weights (N = non-embedding parameters) + 12 L d T^2 for attention, per sequence."""
-    config = encoder.model.config
+    config = getattr(getattr(encoder, "model", None), "config", None)
+    if config is None or not hasattr(config, "num_hidden_layers"):
+        raise BenchError("FLOPs are counted for transformer encoders only (this one has no layer configuration); "
+                         "use a transformer encoder, e.g. --shape-encoder bert-base-random")
     embedding = sum(p.numel() for n, p in encoder.named_parameters() if "embeddings" in n)
     weights = sum(p.numel() for p in encoder.parameters()) - embedding
     layers, width = config.num_hidden_layers, config.hidden_size
@@ -110,8 +113,8 @@ def format_hours(seconds: float) -> str:
 
 def estimate(config: str | None, data_dir: str | None, achieved_tflops: float, devices: list[int],
              shape_encoder: str | None = None, epochs: int | None = None, results_dir: str | None = None,
-             shard_overhead_s: float = 0.0, argv: list[str] | None = None) -> dict:
-    """Expected wall time of the sweep `bench run --config CONFIG [argv]` would run, at `achieved_tflops`.
+             shard_overhead_s: float = 0.0) -> dict:
+    """Expected wall time of the sweep `bench run --config CONFIG` would run, at `achieved_tflops`.
 
     `shape_encoder` counts tokens and FLOPs with another encoder of the same shape and tokenizer (e.g.
     bert-base-random for bert-base-uncased when the Hub is unreachable); `epochs` replaces the configured
@@ -126,8 +129,8 @@ def estimate(config: str | None, data_dir: str | None, achieved_tflops: float, d
 
     if achieved_tflops <= 0:
         raise BenchError("give the achieved rate: --tflops X, or --peak-tflops P with --mfu M (both > 0)")
-    args = build_parser().parse_args(["run", *(["--config", config] if config else []), *(argv or [])]
-                                     + (["--data-dir", data_dir] if data_dir else []))
+    args = build_parser().parse_args(["run", *(["--config", config] if config else []),
+                                      *(["--data-dir", data_dir] if data_dir else [])])
     opts = run_options(args)
     methods = [METHODS.canonical(m) for m in opts["methods"]]
     configs = {m: method_config(m, opts["knobs"].get(m, {})) for m in methods}

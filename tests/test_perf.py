@@ -97,3 +97,9 @@ def test_throughput_reports_both_methods_and_the_gemm_reference():
     for entry in report["methods"].values():
         assert entry["seq_per_s"] > 0 and entry["tflops"] > 0 and entry["mfu"] is None
         assert entry["fraction_of_gemm"] == pytest.approx(entry["tflops"] / report["gemm_tflops"], rel=1e-2, abs=1e-3)
+
+
+def test_flops_need_a_transformer_encoder():
+    bundle = build_encoder("textcnn", ["a b c d", "e f g"], TrainConfig(max_length=16))
+    with pytest.raises(BenchError, match="transformer encoders only"):
+        training_flops(bundle.model, np.array([3, 4]))
