@@ -188,6 +188,31 @@ def test_part_of_speech_with_wordnet_tags():
     assert results[0].adversarial_text == "the movie was fine ."
 
 
+def test_antonyms_are_not_substitutes():
+    """Like plain GloVe, these vectors put 'bad' nearest to 'good'; swapping it would 'succeed' by inverting
+    the meaning. With drop_antonyms (the default) only 'fine' is tried, which the classifier survives."""
+    near = {"good": unit((0, 1.0)), "bad": unit((0, 0.95), (1, 0.312)), "fine": unit((0, 0.9), (2, 0.436))}
+    vecs = WordVectors("antonyms", list(near), np.array(list(near.values()), dtype=np.float32))
+    model = KeywordClassifier(LABELS, {"positive": {"good", "fine"}, "negative": {"bad"}}, default="negative")
+    pairs = [("a good film", "positive")]
+
+    def attack(antonyms=None, **config):
+        return TextFoolerAttack(vecs, Same(), PartOfSpeech(untagged, name="none"), AttackConfig(**config), antonyms)
+
+    results, _ = attack_pairs(model, pairs, attack(drop_antonyms=False))
+    assert (results[0].status, results[0].adversarial_text) == ("success", "a bad film")
+    results, _ = attack_pairs(model, pairs, attack(antonyms=lambda word: {"good": {"bad"}}.get(word, ())))
+    assert results[0].status == "failed" and results[0].adversarial_text == "a good film"
+    from bench.wordnet import load_wordnet
+
+    try:
+        load_wordnet()
+    except BenchError:
+        pytest.skip("WordNet is not installed")
+    results, _ = attack_pairs(model, pairs, attack())  # the default: WordNet's antonyms
+    assert results[0].status == "failed"
+
+
 def test_contextual_tagger_tags_the_substitute_in_place():
     def by_context(tokens):  # a word after "the" is a noun, anything else an adjective
         return ["NOUN" if i and tokens[i - 1] == "the" else "ADJ" for i in range(len(tokens))]

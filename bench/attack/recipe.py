@@ -19,16 +19,17 @@ from bench.errors import BenchError
 if TYPE_CHECKING:  # bench.evaluators imports this package: no import cycle at run time
     from bench.evaluators.base import Classifier
 
-WORDNET_HINT = ("the textfooler attack's part-of-speech constraint needs WordNet: apt-get install wordnet-base "
-                "wordnet-sense-index (or python -m nltk.downloader wordnet)")
+WORDNET_HINT = ("the textfooler attack's antonym filter and part-of-speech constraint need WordNet: apt-get "
+                "install wordnet-base wordnet-sense-index (or python -m nltk.downloader wordnet)")
 
 
-def check_wordnet() -> None:
-    """SkipEvaluator when the default tagger falls back to WordNet and WordNet cannot be loaded."""
+def check_wordnet(tagger_needs_it: bool = True, antonyms_need_it: bool = True) -> None:
+    """SkipEvaluator when WordNet cannot be loaded but the default tagger (falling back to WordNet) or the
+    antonym filter needs it."""
     from bench import augment
     from bench.wordnet import load_wordnet
 
-    if augment.tagger_name() != "wordnet":
+    if not (antonyms_need_it or (tagger_needs_it and augment.tagger_name() == "wordnet")):
         return
     try:
         load_wordnet()
@@ -41,8 +42,7 @@ def build_attack(word_vectors: str | WordVectors = "", encoder: SentenceEncoder 
     """A TextFoolerAttack: word_vectors is a WordVectors, a vectors file path, or '' for GloVe 6B-50d;
     encoder defaults to MiniLM and tagger to bench.augment.pos_tags (WordNet checked up front)."""
     vectors = word_vectors if isinstance(word_vectors, WordVectors) else load_word_vectors(word_vectors)
-    if tagger is None:
-        check_wordnet()
+    check_wordnet(tagger_needs_it=tagger is None, antonyms_need_it=(config or AttackConfig()).drop_antonyms)
     return TextFoolerAttack(vectors, encoder or MiniLMEncoder(), PartOfSpeech(tagger), config)
 
 

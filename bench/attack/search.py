@@ -14,7 +14,7 @@ all fail make no call).
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -40,12 +40,13 @@ class AttackConfig:
     sim_threshold: float = 0.7      # least sentence-encoder cosine between original and perturbed windows
     sim_window: int = 15            # words in the similarity window around the swapped position
     max_change: float = 1.0         # largest fraction of a text's words that may be changed
+    drop_antonyms: bool = True      # never swap a word for one of its WordNet antonyms (see `candidates`)
 
     def columns(self) -> dict[str, Any]:
         """The knobs as result columns (with the similarity kind)."""
         return {"max_candidates": self.max_candidates, "cos_threshold": self.cos_threshold,
                 "sim_threshold": self.sim_threshold, "sim_window": self.sim_window, "sim_kind": SIM_KIND,
-                "max_change": self.max_change}
+                "max_change": self.max_change, "drop_antonyms": self.drop_antonyms}
 
 
 @dataclass
@@ -73,6 +74,11 @@ class AttackResult:
         return asdict(self)
 
 
+def wordnet_antonyms(word: str) -> frozenset[str]:
+    """A lower-case word's WordNet antonyms under every part of speech (needs WordNet)."""
+    return frozenset(a for tag in augment.WORDNET_POS for a in augment.antonym_candidates(word, tag))
+
+
 def word_importance(p_orig: np.ndarray, p_deleted: np.ndarray) -> np.ndarray:
     """Importance of each deleted word from the probabilities with it (p_orig, (N,)) and without it
     (p_deleted, (m, N)): the drop of the predicted class's probability, plus, where the deletion changes the
@@ -91,11 +97,12 @@ class TextFoolerAttack:
     """The assembled attack: word vectors, part-of-speech and similarity constraints, greedy search."""
 
     def __init__(self, vectors: WordVectors, encoder: SentenceEncoder, pos: PartOfSpeech | None = None,
-                 config: AttackConfig | None = None):
+                 config: AttackConfig | None = None, antonyms: Callable[[str], Collection[str]] | None = None):
         self.vectors = vectors
         self.encoder = encoder
         self.pos = pos or PartOfSpeech()
         self.config = config or AttackConfig()
+        self.antonyms = antonyms or wordnet_antonyms
 
     def columns(self) -> dict[str, Any]:
         """Everything that identifies this attack, as result columns."""
@@ -107,14 +114,19 @@ class TextFoolerAttack:
 
     def candidates(self, tokens: Sequence[str]) -> dict[int, list[str]]:
         """Substitute words per attackable position (stop words, punctuation and words without
-        neighbours left out); one batched neighbour search for the text."""
+        neighbours left out); one batched neighbour search for the text.
+
+        Plain GloVe puts antonyms among the nearest neighbours (good ~ bad); the paper's counter-fitted
+        vectors push them apart. With `drop_antonyms` a word's WordNet antonyms are removed instead, so a
+        "successful" attack does not simply invert the meaning."""
         cores = [augment.split_token(t)[1] for t in tokens]
         positions = [i for i, core in enumerate(cores) if augment.is_candidate(core)]
         found = self.vectors.neighbours_many([cores[i] for i in positions], self.config.max_candidates,
                                              self.config.cos_threshold)
         out = {}
         for i in positions:
-            words = [w for w, _ in found[cores[i].lower()] if augment.is_candidate(w)]
+            banned = set(self.antonyms(cores[i].lower())) if self.config.drop_antonyms else set()
+            words = [w for w, _ in found[cores[i].lower()] if augment.is_candidate(w) and w.lower() not in banned]
             if words:
                 out[i] = words
         return out

