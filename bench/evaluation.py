@@ -81,24 +81,32 @@ def restore_artefacts(run_dir: Path, evaluator: Evaluator, options: EvalOptions)
         store.link_or_copy(folder / name, run_dir / name)
 
 
+def adopt_unkept_files(run_dir: Path, evaluator: Evaluator, names: tuple[str, ...]) -> None:
+    """Files under their plain names that no evaluation folder holds (written before files were kept per
+    settings) go to the folder of the evaluation that wrote them: the first one stored after the file (an
+    evaluation wrote its files, then its rows)."""
+    unkept = [run_dir / n for n in names if (run_dir / n).is_file() and (run_dir / n).stat().st_nlink == 1]
+    if not unkept:
+        return
+    stored = sorted((p for p in (run_dir / store.EVALS).glob(f"{evaluator.name}-*.json")
+                     if not p.name.endswith(".error.json") and store.read_json(p).get("status") == "done"),
+                    key=lambda p: p.stat().st_mtime)
+    for file in unkept:
+        owner = next((p for p in stored if p.stat().st_mtime >= file.stat().st_mtime), None)
+        if owner is not None and not (owner.with_suffix("") / file.name).exists():
+            store.link_or_copy(file, owner.with_suffix("") / file.name)
+
+
 def is_done(run_dir: Path, evaluator: Evaluator, options: EvalOptions) -> bool:
     """Whether the evaluation is stored as finished with every file the options ask for (a stored skip is
-    retried: the missing resource may exist now).
-
-    A run evaluated before files were kept per settings has them only under their plain names; they are
-    adopted when this is the evaluator's only stored evaluation in the run (so they can only be its own)."""
+    retried: the missing resource may exist now)."""
     path = evaluation_path(run_dir, evaluator, options)
     if not (path.is_file() and store.read_json(path).get("status") == "done"):
         return False
     names = evaluator.artefacts(options)
+    adopt_unkept_files(run_dir, evaluator, names)
     folder = artefact_folder(run_dir, evaluator, options)
-    if all((folder / name).is_file() for name in names):
-        return True
-    stored = [p for p in path.parent.glob(f"{evaluator.name}-*.json") if not p.name.endswith(".error.json")]
-    if stored == [path] and all((run_dir / name).is_file() for name in names):
-        keep_artefacts(run_dir, evaluator, options)
-        return True
-    return False
+    return all((folder / name).is_file() for name in names)
 
 
 def evaluate_run(spec: RunSpec, data: TextData, classifier: Classifier, run_dir: Path, evaluators: list[Evaluator],
@@ -121,6 +129,7 @@ def run_one(spec: RunSpec, data: TextData, classifier: Classifier, run_dir: Path
     """One evaluator on one run; its rows (or its skip reason) are written atomically, failures recorded."""
     ctx = EvalContext(classifier, data, run_dir, run_dir.parent / CACHE, spec.seed, options, spec.key,
                       run_dir.parent, explicit)
+    adopt_unkept_files(run_dir, evaluator, evaluator.artefacts(options))  # about to be replaced: keep them
     started = time.perf_counter()
     status, reason, records = "done", "", []
     try:

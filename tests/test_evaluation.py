@@ -334,8 +334,8 @@ def test_per_example_files_of_other_settings_are_kept_and_restored(tmp_path, sen
     assert evaluate(20) == ("cached", 20)
 
 
-def test_files_of_runs_evaluated_before_they_were_kept_are_adopted_only_when_unambiguous(tmp_path,
-                                                                                          sentiment_data):
+def test_files_written_before_they_were_kept_go_to_the_evaluation_that_wrote_them(tmp_path, sentiment_data):
+    import os
     import shutil
 
     from bench.evaluation import artefact_folder, is_done
@@ -345,12 +345,26 @@ def test_files_of_runs_evaluated_before_they_were_kept_are_adopted_only_when_una
     run_dir.mkdir(parents=True)
     model = KeywordClassifier(SENTIMENT, KEYWORDS)
     ten, twenty = EvalOptions(checklist_n=10), EvalOptions(checklist_n=20)
+
+    def as_an_older_version_left_it(options, stamp):
+        """Files only under their plain name (no evaluation folder), the rows written just after them."""
+        shutil.rmtree(artefact_folder(run_dir, Echo(), options))
+        plain = run_dir / "echo.json"
+        plain.write_text(plain.read_text())  # a fresh inode, as the old writer made (no second link)
+        os.utime(plain, (stamp, stamp))
+        os.utime(evaluation_path(run_dir, Echo(), options), (stamp + 1, stamp + 1))
+
+    def kept(options):
+        return json.loads((artefact_folder(run_dir, Echo(), options) / "echo.json").read_text())["n"]
+
     evaluate_run(spec, sentiment_data, model, run_dir, [Echo()], ten, torch.device("cpu"))
-    shutil.rmtree(artefact_folder(run_dir, Echo(), ten))             # as an older version left it
-    assert is_done(run_dir, Echo(), ten)                              # the only evaluation: its file, adopted
-    assert json.loads((artefact_folder(run_dir, Echo(), ten) / "echo.json").read_text())["n"] == 10
-    evaluate_run(spec, sentiment_data, model, run_dir, [Echo()], twenty, torch.device("cpu"))
+    as_an_older_version_left_it(ten, 1_000_000)
+    assert is_done(run_dir, Echo(), ten) and kept(ten) == 10          # adopted by the evaluation that wrote it
     shutil.rmtree(artefact_folder(run_dir, Echo(), ten))
-    shutil.rmtree(artefact_folder(run_dir, Echo(), twenty))
-    assert not is_done(run_dir, Echo(), ten)                          # two evaluations: whose file? recompute
-    assert not is_done(run_dir, Echo(), twenty)
+    (run_dir / "echo.json").write_text(json.dumps({"n": 10}))
+    os.utime(run_dir / "echo.json", (1_000_000, 1_000_000))
+    evaluate_run(spec, sentiment_data, model, run_dir, [Echo()], twenty, torch.device("cpu"))
+    assert kept(ten) == 10 and kept(twenty) == 20                     # kept before the new one replaced it
+    as_an_older_version_left_it(twenty, 2_000_000)
+    assert is_done(run_dir, Echo(), twenty) and kept(twenty) == 20
+    assert is_done(run_dir, Echo(), ten)
