@@ -414,7 +414,7 @@ def test_registered_and_settings(tmp_path):
     assert EVALUATORS.get("checklist") is ChecklistEvaluator
     evaluator = ChecklistEvaluator()
     base = evaluator.settings(EvalOptions())
-    assert base == {"evaluator": "checklist", "version": 1, "checklist_suite": "", "checklist_n": 500}
+    assert base == {"evaluator": "checklist", "version": 2, "checklist_suite": "", "checklist_n": 500}
     suite = tmp_path / "suite.jsonl"
     suite.write_text(SUITE.read_text())
     before = evaluator.settings_hash(EvalOptions(checklist_suite=str(suite)))
@@ -444,3 +444,13 @@ def test_check_validates_options_before_any_shard(tmp_path):
     with pytest.raises(BenchError, match="checklist_n must be at least 1"):
         evaluator.check(EvalOptions(checklist_n=0), data, tmp_path)
     assert evaluator.artefacts(EvalOptions()) == (checklist.CASES_FILE, checklist.INFO_FILE)
+
+
+def test_the_sample_is_the_one_the_other_evaluators_use():
+    from bench.data import fixed_sample
+    from bench.evaluators.checklist import sample_indices
+
+    assert sample_indices(300, 40) == fixed_sample(300, 40) and len(sample_indices(300, 40)) == 40
+    assert sample_indices(5, 40) == [0, 1, 2, 3, 4]
+    with pytest.raises(BenchError, match="checklist_n must be at least 1"):
+        sample_indices(5, 0)

@@ -48,7 +48,7 @@ from typing import Any, Callable, Iterable
 
 import numpy as np
 
-from bench.data import Split, TextData, numbered_json_lines
+from bench.data import FIXED_SAMPLE_SEED, Split, TextData, fixed_sample, numbered_json_lines
 from bench.errors import BenchError
 from bench.evaluators import lexicons, perturb
 from bench.evaluators.base import Classifier, EvalContext, EvalOptions, Evaluator
@@ -61,7 +61,7 @@ TYPES = ("MFT", "INV", "DIR")
 SPLIT = "checklist"
 CASES_FILE = "checklist_cases.jsonl.gz"
 INFO_FILE = "checklist.json"
-SAMPLE_SEED = 0          # the same sample and perturbations for every run
+SAMPLE_SEED = 0          # the same perturbations for every run (the sample itself is data.fixed_sample)
 PER_TEXT = 3             # perturbations per original text and generator (at most)
 DIR_TOLERANCE = 0.1      # allowed drop of the expected side's probability
 FLOAT_SLACK = 1e-6       # float32 probabilities: 0.7 - 0.6 must count as a drop of exactly 0.1
@@ -150,12 +150,12 @@ def sentiment_sides(label_names: list[str]) -> Sides | None:
 
 # ------------------------------------------------------------------------------------------- built-in
 
-def sample_indices(size: int, n: int, seed: int = SAMPLE_SEED) -> list[int]:
-    """`min(n, size)` positions out of `size`, drawn with a fixed seed, in ascending order."""
+def sample_indices(size: int, n: int) -> list[int]:
+    """`min(n, size)` positions out of `size` in ascending order: the project's fixed evaluation sample
+    (`data.fixed_sample`), so CheckList perturbs texts the attack and representation metrics also use."""
     if n < 1:
         raise BenchError(f"checklist_n must be at least 1 (got {n}); it is how many test texts are perturbed")
-    rng = np.random.default_rng(seed)
-    return sorted(int(i) for i in rng.choice(size, size=min(n, size), replace=False))
+    return fixed_sample(size, n)
 
 
 def _slug(test: str) -> str:
@@ -245,8 +245,8 @@ def builtin_suite(data: TextData, n: int) -> tuple[list[Case], dict[str, Any]]:
                      "INV tests only, no DIR or MFT tests")
     else:
         cases += dir_cases(ids, texts, sides, style) + mft_cases(sides, style)
-    info = {"source": "builtin", "sample_seed": SAMPLE_SEED, "sample_size": len(texts),
-            "checklist_n": n, "test_size": len(split), "sentiment": sides is not None,
+    info = {"source": "builtin", "sample_seed": FIXED_SAMPLE_SEED, "perturbation_seed": SAMPLE_SEED,
+            "sample_size": len(texts), "checklist_n": n, "test_size": len(split), "sentiment": sides is not None,
             "style": {"lower": style.lower, "tokenised": style.tokenised}, "notes": notes}
     return cases, info
 
@@ -419,7 +419,7 @@ class ChecklistEvaluator(Evaluator):
 
     name = "checklist"
     option_names = ("checklist_suite", "checklist_n")
-    version = 1
+    version = 2  # 2: the test sample is data.fixed_sample (was its own draw)
 
     def settings(self, options: EvalOptions) -> dict[str, Any]:
         """Base settings plus the suite file's content hash (an edited suite gives new results)."""
