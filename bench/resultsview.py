@@ -172,5 +172,15 @@ def _mixed(rows: pd.DataFrame, keys: list[str], column: str, what: str, where: s
     shown = ", ".join(names[:SHOWN_EXAMPLES]) + (f" and {len(names) - SHOWN_EXAMPLES} more"
                                                  if len(names) > SHOWN_EXAMPLES else "")
     found = sorted({v for vs in mixed for v in vs})
-    return (f"{len(found)} {what} ({', '.join(found)}) among {where}: {shown}; "
+    listed = [short_value(v) for v in found[:SHOWN_EXAMPLES]] + (
+        [f"{len(found) - SHOWN_EXAMPLES} more"] if len(found) > SHOWN_EXAMPLES else [])
+    return (f"{len(found)} {what} ({', '.join(listed)}) among {where}: {shown}; "
             f"keep one with --filter {column}={found[0]}")
+
+
+def short_value(value: str) -> str:
+    """A value as a warning lists it: a 40-digit git commit shortened to 10 digits (its suffix kept)."""
+    head, plus, rest = value.partition("+")
+    if len(head) == 40 and all(c in "0123456789abcdef" for c in head):
+        return head[:10] + plus + rest
+    return value

@@ -432,3 +432,11 @@ def test_cli_results_prints_and_exports(bench, folder, tmp_path, monkeypatch):
     assert code == 0 and set(pd.read_parquet(tmp_path / "reports" / "results-method-ce.parquet")["method"]) == {"ce"}
     with pytest.raises(BenchError, match="cannot tell the format"):
         bench("results", "--results-dir", folder, "--output", tmp_path / "rows.txt")
+
+
+def test_mix_warnings_shorten_commits_and_long_lists():
+    from bench.resultsview import short_value
+
+    commit = "3a2a51ef1b63a2b2d3bc775849386b8b4de2cf13"
+    assert short_value(commit) == "3a2a51ef1b" and short_value(commit + "+dirty") == "3a2a51ef1b+dirty"
+    assert short_value("0.3.0") == "0.3.0" and short_value("c7") == "c7"
