@@ -180,7 +180,7 @@ def read_confusion(run: RunInfo) -> tuple[list[str], np.ndarray]:
 
 def read_history(run: RunInfo) -> list[dict[str, Any]]:
     """Per-epoch training records from train_log.json."""
-    history = read_run_file(run, "train_log.json", MISSING_TRAINING_FILE).get("history") or []
+    history = read_run_file(run, store.TRAIN_LOG, MISSING_TRAINING_FILE).get("history") or []
     if not history:
         raise BenchError(f"run {run.key} has an empty training history in train_log.json; re-run it with "
                          "`bench run --overwrite`")

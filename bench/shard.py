@@ -174,7 +174,7 @@ def train_and_evaluate(spec: RunSpec, data: TextData, run_dir: Path, device_name
         "labels": names,
         "test": confusion_matrix(data.test.labels, predicted, labels=range(len(names))).tolist(),
         "validation": best_val_confusion})
-    store.write_json(run_dir / "train_log.json", {
+    store.write_json(run_dir / store.TRAIN_LOG, {
         "history": fit.history, "best_epoch": fit.best_epoch, "best_val_accuracy": fit.best_val_accuracy,
         "resumed_from_epoch": fit.resumed_from_epoch, "stopped_early": fit.stopped_early,
         "encoder": bundle.info})

@@ -21,6 +21,7 @@ from bench.errors import BenchError
 ROWS = "rows.json"
 SPEC = "spec.json"
 ERROR = "error.json"
+TRAIN_LOG = "train_log.json"  # per-epoch history of a run
 TABLE = "results.parquet"
 STALE_SECONDS = 10.0  # see table_is_stale
 EVALS = "evals"  # evaluator rows of a run: evals/<evaluator>-<settings hash>.json

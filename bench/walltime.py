@@ -11,7 +11,6 @@ Against finished runs (`--results-dir`), the estimate is set beside the measured
 from __future__ import annotations
 
 import heapq
-import json
 import statistics
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,6 +19,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from bench import store
 from bench.errors import BenchError
 from bench.spec import RunSpec, TrainConfig
 
@@ -86,10 +86,10 @@ def measured_epoch_seconds(run_dir: Path) -> float | None:
     """The median epoch time of a finished run (its train_log.json), None when there is none.
 
     The median, not the sum, so that epochs slowed by other work on a shared machine do not skew it."""
-    log = run_dir / "train_log.json"
-    if not (run_dir / "rows.json").is_file() or not log.is_file():
+    log = run_dir / store.TRAIN_LOG
+    if not store.is_finished(run_dir) or not log.is_file():
         return None
-    history = json.loads(log.read_text(encoding="utf-8")).get("history", [])
+    history = store.read_json(log).get("history", [])
     seconds = [float(h["seconds"]) for h in history if "seconds" in h]
     return statistics.median(seconds) if seconds else None
 
