@@ -150,8 +150,9 @@ def run_one(spec: RunSpec, data: TextData, classifier: Classifier, run_dir: Path
     if status == "skipped":
         records = [{"split": "", "metric": "skipped", "value": math.nan, "n": 0, "label": "", "note": reason}]
     settings = evaluator.settings(options)  # may fingerprint files (attack data, vectors): once per evaluation
-    meta = {"config_hash": spec.config_hash, "data_fingerprint": spec.data_fingerprint,
-            "eval_hash": hash_settings(settings), "eval_seconds": round(seconds, 2), **provenance(device),
+    meta = {"config_hash": spec.config_hash, "method_version": spec.method_version,
+            "data_fingerprint": spec.data_fingerprint, "eval_hash": hash_settings(settings),
+            "eval_seconds": round(seconds, 2), **provenance(device),
             "finished_at": datetime.now(timezone.utc).isoformat()}
     rows = [row_for(spec, evaluator.name, record, meta) for record in records]
     if status == "done":

@@ -71,6 +71,9 @@ def normalise(frame: pd.DataFrame) -> pd.DataFrame:
             frame[column] = frame[column].fillna("")
     frame["value"] = pd.to_numeric(frame["value"], errors="coerce")
     frame["seed"] = pd.to_numeric(frame["seed"], errors="coerce").astype("Int64")
+    # rows written before methods had versions are version 1
+    versions = frame["method_version"] if "method_version" in frame else pd.Series(1, index=frame.index)
+    frame["method_version"] = pd.to_numeric(versions, errors="coerce").fillna(1).astype(int)
     return frame.reset_index(drop=True)
 
 
@@ -127,8 +130,8 @@ def canonical_method(name: str, present: set[str]) -> str:
 
 
 def mix_warnings(frame: pd.DataFrame) -> list[str]:
-    """One line per kind of mixing among these rows: several clbench versions or git commits in one cell,
-    several configs for one shard, several data fingerprints for one dataset, or several evaluator
+    """One line per kind of mixing among these rows: several clbench versions, git commits or method
+    versions in one cell, several configs for one shard, several data fingerprints for one dataset, or several evaluator
     settings for one evaluator metric; each line says how to separate them."""
     rows = frame[frame["metric"] != "skipped"] if "metric" in frame else frame
     if rows.empty:
@@ -137,6 +140,11 @@ def mix_warnings(frame: pd.DataFrame) -> list[str]:
     cell = [*CELL_KEYS, "evaluator"]
     for column, what in (("clbench_version", "clbench versions"), ("git_commit", "git commits")):
         line = _mixed(rows, cell, column, what, "rows of one cell (dataset/encoder/method/evaluator)")
+        if line:
+            warnings.append(line)
+    if "method_version" in rows:
+        line = _mixed(rows, CELL_KEYS, "method_version", "method versions",
+                      "runs of one method (the method changed between them: re-run the older ones)")
         if line:
             warnings.append(line)
     line = _mixed(rows[rows["evaluator"] == "clean"], SHARD_KEYS, "config_hash", "configs",

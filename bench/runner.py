@@ -44,6 +44,12 @@ def train_config(dataset: str, overrides: dict[str, Any]) -> TrainConfig:
     return TrainConfig(**{**card_defaults, **overrides})
 
 
+def run_spec(method: str, data: TextData, encoder: str, seed: int, cfg: TrainConfig,
+             config: tuple[tuple[str, Any], ...]) -> RunSpec:
+    """The spec of one shard, stamped with the method's current version."""
+    return RunSpec(method, data.name, encoder, seed, data.fingerprint, cfg, config, METHODS.get(method).version)
+
+
 def plan(method_names: list[str], dataset_names: list[str], encoder_names: list[str], seeds: list[int],
          overrides: dict[str, Any], data_dir: str | None,
          method_knobs: dict[str, dict[str, Any]] | None = None, results_dir: Path = Path("results"),
@@ -75,8 +81,7 @@ def plan(method_names: list[str], dataset_names: list[str], encoder_names: list[
             method_class.validate(method_class.Config(**dict(configs[method])), data.label_names, results_dir)
             for encoder in encoder_names:
                 for seed in seeds:
-                    spec = RunSpec(method, data.name, encoder, seed, data.fingerprint, cfg, configs[method])
-                    shards.append(Shard(spec, data, source))
+                    shards.append(Shard(run_spec(method, data, encoder, seed, cfg, configs[method]), data, source))
     keys = [s.spec.key for s in shards]
     if len(set(keys)) != len(keys):
         raise BenchError("two requested shards have the same key (a name given twice?)")

@@ -79,9 +79,11 @@ class RunSpec:
     data_fingerprint: str
     train: TrainConfig = field(default_factory=TrainConfig)
     method_config: tuple[tuple[str, Any], ...] = ()
+    method_version: int = 1  # the method's `version` when the run was made (results of versions differ)
 
     def canonical(self) -> str:
-        """The canonical, human-readable string that identifies this run."""
+        """The canonical, human-readable string that identifies this run (version 1 of a method is left out,
+        so the keys of runs made before methods had versions stay valid)."""
         parts = [
             f"dataset={self.dataset}",
             f"encoder={self.encoder}",
@@ -90,6 +92,8 @@ class RunSpec:
         ]
         parts += [f"{k}={_format_value(v)}" for k, v in dataclasses.asdict(self.train).items()]
         parts += [f"{self.method}.{k}={_format_value(v)}" for k, v in sorted(self.method_config)]
+        if self.method_version != 1:
+            parts.append(f"{self.method}.version={self.method_version}")
         return f"{self.method}:" + ",".join(parts)
 
     @property
@@ -112,6 +116,7 @@ class RunSpec:
             "data_fingerprint": self.data_fingerprint,
             "train": dataclasses.asdict(self.train),
             "method_config": dict(self.method_config),
+            "method_version": self.method_version,
             "canonical": self.canonical(),
             "config_hash": self.config_hash,
             "key": self.key,
@@ -128,6 +133,7 @@ class RunSpec:
             data_fingerprint=data["data_fingerprint"],
             train=TrainConfig(**data["train"]),
             method_config=tuple(sorted((k, _freeze(v)) for k, v in data["method_config"].items())),
+            method_version=int(data.get("method_version", 1)),
         )
 
 

@@ -39,7 +39,8 @@ ROBUSTNESS = (
 )
 # columns that identify a run, its provenance or a metric; every other evaluator column is a setting
 NOT_SETTINGS = {"run_key", "method", "dataset", "encoder", "seed", "evaluator", "split", "metric", "label",
-                "value", "n", "note", "test", "capability", "type", "config_hash", "data_fingerprint",
+                "value", "n", "note", "test", "capability", "type", "config_hash", "method_version",
+                "data_fingerprint",
                 "best_epoch", "epochs_run", "wall_seconds", "train_seconds", "clbench_version", "git_commit",
                 "torch_version", "transformers_version", "python_version", "device", "host", "finished_at",
                 "eval_hash", "eval_seconds"}

@@ -124,7 +124,7 @@ def estimate(config: str | None, data_dir: str | None, achieved_tflops: float, d
     from bench.encoders import build_encoder
     from bench.data import load_dataset
     from bench.registry import METHODS
-    from bench.runner import train_config
+    from bench.runner import run_spec, train_config
     from bench.settings import method_config
 
     if achieved_tflops <= 0:
@@ -147,7 +147,7 @@ def estimate(config: str | None, data_dir: str | None, achieved_tflops: float, d
                                                   "train_pass_tflop": round(flops["train"] / 1e12, 2)}
             for method in methods:
                 for seed in opts["seeds"]:
-                    spec = RunSpec(method, data.name, encoder, seed, data.fingerprint, cfg, configs[method])
+                    spec = run_spec(method, data, encoder, seed, cfg, configs[method])
                     shards.append(shard_cost(spec, flops, epochs))
     rows = []
     for cost in shards:

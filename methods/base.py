@@ -50,6 +50,9 @@ class Method(nn.Module):
     """
 
     Config: ClassVar[type] = NoConfig
+    # Bump when a change alters what the method trains: runs get new keys, and finished runs of the old
+    # version are neither skipped as done nor averaged with the new ones unnoticed.
+    version: ClassVar[int] = 1
     evaluations_per_epoch: int = 1
 
     def __init__(self, encoder: TextEncoder, num_labels: int, config: Any = None, head_dropout: float = 0.1):

@@ -26,7 +26,7 @@ def right(n_right: int, n: int = N_ITEMS, start: int = 0) -> list[bool]:
 
 
 def write_run(results, method, dataset, seed, correct, encoder="minilm", config="c0", commit="aaa",
-              version="0.1.0", fingerprint=None, evals=()):
+              version="0.1.0", fingerprint=None, evals=(), method_version=None):
     """A finished run folder: predictions, clean rows, and evaluator rows {(evaluator, hash): [records]}."""
     key = f"{method}_{dataset}_{encoder}_s{seed}_{config}"
     run_dir = results / key
@@ -38,6 +38,8 @@ def write_run(results, method, dataset, seed, correct, encoder="minilm", config=
     base = {"run_key": key, "method": method, "dataset": dataset, "encoder": encoder, "seed": seed,
             "config_hash": config, "data_fingerprint": fingerprint or f"fp-{dataset}", "clbench_version": version,
             "git_commit": commit, "device": "cpu", "finished_at": "2026-01-01T00:00:00"}
+    if method_version is not None:  # rows of older versions of clbench have no method_version
+        base["method_version"] = method_version
     accuracy = float(np.mean(correct))
     rows = [{**base, "evaluator": "clean", "split": "test", "metric": "accuracy", "label": "", "value": accuracy,
              "n": len(correct), "wall_seconds": 1.0},
@@ -432,6 +434,16 @@ def test_cli_results_prints_and_exports(bench, folder, tmp_path, monkeypatch):
     assert code == 0 and set(pd.read_parquet(tmp_path / "reports" / "results-method-ce.parquet")["method"]) == {"ce"}
     with pytest.raises(BenchError, match="cannot tell the format"):
         bench("results", "--results-dir", folder, "--output", tmp_path / "rows.txt")
+
+
+def test_mix_warnings_name_method_versions_old_rows_being_version_1(folder):
+    write_run(folder, "ce", "mr", 3, right(17), config="c9", method_version=2)
+    frame = load_results(folder)
+    assert set(frame["method_version"]) == {1, 2}  # rows without the column read as version 1
+    warnings = mix_warnings(tables.clean_accuracy(frame))
+    assert any("2 method versions (1, 2)" in w and "mr/minilm/ce" in w and "--filter method_version=1" in w
+               for w in warnings)
+    assert set(apply_filters(frame, ["method_version=2"])["run_key"]) == {"ce_mr_minilm_s3_c9"}
 
 
 def test_mix_warnings_shorten_commits_and_long_lists():

@@ -46,6 +46,29 @@ def test_json_round_trip():
     assert again == spec and again.key == spec.key
 
 
+def test_method_version_one_keeps_old_keys_and_a_new_version_gets_its_own():
+    old = make(method_config=(("tau", 5.0),))
+    assert "version" not in old.canonical()
+    stored = old.to_json()
+    del stored["method_version"]  # a spec.json written before methods had versions
+    assert RunSpec.from_json(stored).key == old.key
+    newer = make(method_config=(("tau", 5.0),), method_version=2)
+    assert newer.canonical().endswith("ce.tau=5.0,ce.version=2") and newer.key != old.key
+    assert RunSpec.from_json(newer.to_json()) == newer
+
+
+def test_run_spec_is_stamped_with_the_method_version(monkeypatch):
+    from bench.registry import METHODS
+    from bench.runner import run_spec
+    from bench.settings import method_config
+
+    data = type("Data", (), {"name": "mr", "fingerprint": "abc123"})()
+    spec = run_spec("clld-adaptive", data, "minilm", 1, TrainConfig(), method_config("clld-adaptive", {}))
+    assert spec.method_version == METHODS.get("clld-adaptive").version == 2
+    monkeypatch.setattr(METHODS.get("ce"), "version", 3)
+    assert run_spec("ce", data, "minilm", 1, TrainConfig(), ()).key != make().key
+
+
 def test_spec_is_frozen():
     with pytest.raises(dataclasses.FrozenInstanceError):
         make().seed = 3
