@@ -91,8 +91,8 @@ class StaticConfig(CLConfig):
 
 
 def read_matrix(path: str, label_names: list[str]) -> np.ndarray:
-    """An N x N multiplier matrix from CSV (optionally with a header row/column of class names) or YAML
-    (a list of rows, or a mapping {pairs: [[a, b], ...]} giving multiplier `boost` later)."""
+    """An N x N multiplier matrix from CSV (optionally with a header row/column of class names) or YAML/JSON
+    (a list of rows, or a mapping {matrix: [rows]})."""
     file = Path(path).expanduser()
     try:
         if file.suffix in (".yaml", ".yml", ".json"):
@@ -123,7 +123,8 @@ def sibling_key(method: str, spec: Any) -> str:
     from bench.settings import method_config
 
     name = METHODS.canonical(method)
-    return dataclasses.replace(spec, method=name, method_config=method_config(name, {})).key
+    return dataclasses.replace(spec, method=name, method_config=method_config(name, {}),
+                               method_version=METHODS.get(name).version).key
 
 
 def run_confusion(ldm_from: str, results_dir: Path, label_names: list[str], spec: Any = None) -> np.ndarray:
@@ -144,7 +145,9 @@ def run_confusion(ldm_from: str, results_dir: Path, label_names: list[str], spec
     stored = json.loads(path.read_text())
     if stored["labels"] != label_names:
         raise BenchError(f"ldm_from={ldm_from!r}: that run's classes differ from this dataset's")
-    return np.array(stored["validation"] or stored["test"])
+    if not stored.get("validation"):  # never fall back to the test confusion: that would leak test labels
+        raise BenchError(f"ldm_from={ldm_from!r}: {path} has no validation confusion matrix; re-run that run")
+    return np.array(stored["validation"])
 
 
 def static_ldm(config: StaticConfig, label_names: list[str], results_dir: Path, spec: Any = None) -> np.ndarray:
@@ -188,9 +191,9 @@ class CLLDStatic(ContrastiveUniform):
 
 @dataclass(frozen=True)
 class AdaptiveConfig(CLConfig):
-    """Adaptive LDM (Algorithm 1): no update while epoch <= warmup_fraction * max epochs; afterwards every
-    `update_every` validations, LDM <- LDM + eps (LDM' - LDM), eps = 1 - step/total_steps, with
-    LDM'_ij = tau (1 + r_ij / max r) from the symmetric confusion rate r; `evals_per_epoch` validations/epoch."""
+    """Adaptive LDM (Algorithm 1): at every `update_every`-th validation of the run (`evals_per_epoch` per
+    epoch) in an epoch e > warmup_fraction * max epochs (e counted from 1), LDM <- LDM + eps (LDM' - LDM),
+    eps = 1 - step/total_steps, LDM'_ij = tau (1 + r_ij / max r) from the symmetric confusion rate r."""
 
     update_every: int = 10
     evals_per_epoch: int = 10
@@ -221,6 +224,10 @@ class CLLDAdaptive(ContrastiveUniform):
     """CLLD with an adaptive label distance learnt from validation confusion (CT+CLALD, Algorithm 1)."""
 
     Config = AdaptiveConfig
+    # 2: Algorithm 1 read literally (epoch index > n/5, every 10th validation counted from the start; with
+    # 10 validations per epoch, updates at epoch ends). Version 1 waited n/5 epochs of training and counted
+    # from there; the two agree when n is a multiple of 5, version 1 updated later otherwise.
+    version = 2
 
     def __init__(self, encoder, num_labels, config=None, head_dropout=0.1):
         super().__init__(encoder, num_labels, config, head_dropout)
@@ -229,16 +236,16 @@ class CLLDAdaptive(ContrastiveUniform):
         self.history: list[dict[str, Any]] = []
 
     def on_eval(self, confusion: np.ndarray, progress: Progress) -> None:
-        epochs_done = progress.step / max(1, progress.total_steps) * progress.max_epochs
-        if epochs_done <= self.config.warmup_fraction * progress.max_epochs:
+        self.evaluations += 1  # every validation counts, as training_steps does in Algorithm 1
+        if progress.epoch <= self.config.warmup_fraction * progress.max_epochs:
             return
-        self.evaluations += 1
         if self.evaluations % self.config.update_every:
             return
         eps = 1 - progress.step / progress.total_steps
         current = self.ldm.double().cpu().numpy()
         updated = current + eps * (target_ldm(confusion, self.config.tau) - current)
         self.ldm.copy_(torch.as_tensor(updated, dtype=self.ldm.dtype))
+        epochs_done = progress.step / max(1, progress.total_steps) * progress.max_epochs
         self.history.append({"step": progress.step, "epoch": round(epochs_done, 3), "eps": eps,
                              "confusion": np.asarray(confusion).tolist(), "ldm": updated.tolist()})
 

@@ -153,6 +153,9 @@ def test_static_ldm_from_a_finished_run(tmp_path):
     assert ldm[0, 1] == ldm[1, 0] == 10.0 and ldm[1, 2] == 5.0
     with pytest.raises(BenchError, match="no finished run there"):
         static_ldm(StaticConfig(ldm_from="nothing"), ["a", "b", "c"], tmp_path)
+    (run / "confusion.json").write_text(json.dumps({"labels": ["a", "b", "c"], "validation": [], "test": confusion}))
+    with pytest.raises(BenchError, match="no validation confusion matrix"):  # never the test labels instead
+        static_ldm(StaticConfig(ldm_from="ce_run", top_k=1), ["a", "b", "c"], tmp_path)
 
 
 def test_static_needs_exactly_one_source():
@@ -174,21 +177,35 @@ def test_adaptive_ldm_updates_exactly_as_scripted(tmp_path):
     method, _, _ = build("clld-adaptive", tmp_path, update_every=2)
     confusion = np.array([[8, 2, 0], [2, 6, 2], [0, 0, 10]])
     total = 100
-    # max_epochs 10 -> no update while epoch <= 2, i.e. step <= 20
-    for step in (5, 10, 20):
-        method.on_eval(confusion, Progress(epoch=1, max_epochs=10, step=step, total_steps=total))
-    assert torch.equal(method.ldm, torch.full((3, 3), 5.0)) and method.evaluations == 0
-    method.on_eval(confusion, Progress(3, 10, 30, total))  # first counted evaluation: no update yet
-    assert torch.equal(method.ldm, torch.full((3, 3), 5.0))
-    method.on_eval(confusion, Progress(4, 10, 40, total))  # second: update with eps = 1 - 40/100
-    expected = 5.0 + 0.6 * (target_ldm(confusion, 5.0) - 5.0)
+    # max_epochs 10 -> no update in epochs 1 and 2 (epoch <= 10/5); every validation is counted all the same
+    for epoch, step in ((1, 5), (1, 10), (2, 20)):
+        method.on_eval(confusion, Progress(epoch=epoch, max_epochs=10, step=step, total_steps=total))
+    assert torch.equal(method.ldm, torch.full((3, 3), 5.0)) and method.evaluations == 3
+    method.on_eval(confusion, Progress(3, 10, 30, total))  # 4th validation, epoch 3: update with eps = 0.7
+    expected = 5.0 + 0.7 * (target_ldm(confusion, 5.0) - 5.0)
     assert np.allclose(method.ldm.numpy(), expected)
-    method.on_eval(confusion, Progress(5, 10, 50, total))
-    method.on_eval(confusion, Progress(6, 10, 60, total))
-    expected = expected + 0.4 * (target_ldm(confusion, 5.0) - expected)
+    method.on_eval(confusion, Progress(3, 10, 35, total))  # 5th: odd, no update
+    assert np.allclose(method.ldm.numpy(), expected)
+    method.on_eval(confusion, Progress(4, 10, 40, total))  # 6th: update with eps = 0.6
+    expected = expected + 0.6 * (target_ldm(confusion, 5.0) - expected)
     assert np.allclose(method.ldm.numpy(), expected)
     history = method.state_for_report()["updates"]
-    assert [u["step"] for u in history] == [40, 60] and np.allclose(history[-1]["ldm"], expected)
+    assert [u["step"] for u in history] == [30, 40] and np.allclose(history[-1]["ldm"], expected)
+    assert [u["eps"] for u in history] == pytest.approx([0.7, 0.6])
+
+
+def test_adaptive_ldm_with_few_epochs_updates_at_each_epoch_end(tmp_path):
+    # Algorithm 1 with n = 3: every epoch index is > 3/5, and the 10th, 20th, 30th validations (10 per epoch,
+    # one per step here) end epochs 1, 2 and 3: eps = 1 - step/total = 2/3, 1/3, 0
+    method, _, _ = build("clld-adaptive", tmp_path)
+    confusion = np.array([[8, 2, 0], [2, 6, 2], [0, 0, 10]])
+    for step in range(1, 31):
+        method.on_eval(confusion, Progress(epoch=(step - 1) // 10 + 1, max_epochs=3, step=step, total_steps=30))
+    history = method.state_for_report()["updates"]
+    assert [u["step"] for u in history] == [10, 20, 30]
+    assert [u["eps"] for u in history] == pytest.approx([2 / 3, 1 / 3, 0.0])
+    first = 5.0 + 2 / 3 * (target_ldm(confusion, 5.0) - 5.0)
+    assert np.allclose(history[0]["ldm"], first)
 
 
 def test_adaptive_state_survives_a_checkpoint(tmp_path):
