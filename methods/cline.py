@@ -19,12 +19,15 @@ from methods.views import require_wordnet, stacked, word_views
 
 @dataclass(frozen=True)
 class CLINEConfig:
-    """syn_rate / ant_rate: share of content words replaced in x_syn / x_ant; lambda_cts, lambda_rtd: weights of
+    """syn_rate / ant_rate: share of content words replaced in x_syn / x_ant; syn_inflections: x_syn also makes
+    morphological changes (another inflection: films -> film) where WordNet has no synonym or hypernym of a
+    word, as the paper lists them among x_syn's replacements; lambda_cts, lambda_rtd: weights of
     the sentence contrastive and replaced-token losses (weights: fixed) or learned uncertainty weights
     Σ exp(-s_k) L_k + s_k (weights: learned); sentence_loss: eq6 (the paper) or bce (the released code)."""
 
     syn_rate: float = 0.4
     ant_rate: float = 0.2
+    syn_inflections: bool = True
     lambda_cts: float = 1.0
     lambda_rtd: float = 1.0
     weights: str = "fixed"
@@ -54,7 +57,7 @@ class CLINE(Method):
         require_wordnet()
 
     def prepare(self, context: PrepareContext) -> None:
-        self.syn = word_views(context, "syn", self.config.syn_rate)
+        self.syn = word_views(context, "syn-inflect" if self.config.syn_inflections else "syn", self.config.syn_rate)
         self.ant = word_views(context, "ant", self.config.ant_rate)
 
     def loss(self, batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:

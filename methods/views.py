@@ -65,7 +65,7 @@ class TokenViews:
 
 
 def word_views(context: PrepareContext, kind: str, rate: float) -> TokenViews:
-    """WordNet views (`syn` or `ant`) of every training text, cached on disk per dataset and seed."""
+    """WordNet views (a bench.augment.KINDS kind) of every training text, cached on disk per dataset and seed."""
     views = augment_texts(context.train_texts, kind, rate, context.seed, cache_dir=context.cache_dir)
     tokenize_words = context.bundle.tokenize_words
     ids, word_ids = tokenize_words([list(v.tokens) for v in views])

@@ -144,7 +144,7 @@ def test_pos_tags_wordnet_fallback(wn):
 
 # ---------------------------------------------------------------- views
 
-@pytest.mark.parametrize("kind", ["syn", "ant"])
+@pytest.mark.parametrize("kind", augment.KINDS)
 def test_views_are_deterministic_per_seed(wn, kind):
     first = augment_texts(TEXTS, kind, 0.4, seed=3)
     assert augment_texts(TEXTS, kind, 0.4, seed=3) == first
@@ -156,7 +156,7 @@ def test_views_do_not_depend_on_the_rest_of_the_batch(wn):
     assert augment_texts(TEXTS[:4], "syn", 0.4, seed=1) == augment_texts(TEXTS, "syn", 0.4, seed=1)[:4]
 
 
-@pytest.mark.parametrize("kind", ["syn", "ant"])
+@pytest.mark.parametrize("kind", augment.KINDS)
 def test_only_content_words_change(wn, kind):
     for seed in range(3):
         for text, view in zip(TEXTS, augment_texts(TEXTS, kind, 0.5, seed)):
@@ -254,6 +254,31 @@ def test_words_without_candidates_are_skipped(wn):
     for seed in range(5):  # 4 content words at 0.25: one replacement, always the only word with synonyms
         assert synonym_view(text, 0.25, rng(seed)).replaced == (False, False, False, True)
     assert synonym_view("already ago", 1.0, rng()).replaced == (False, False)
+
+
+def test_inflection_candidates_are_other_forms_of_the_same_base(wn):
+    assert augment.inflection_candidates("films", "NOUN") == ("film",)
+    assert augment.inflection_candidates("film", "NOUN") == ("films",)
+    assert set(augment.inflection_candidates("walked", "VERB")) == {"walk", "walks", "walking"}
+    assert set(augment.inflection_candidates("ran", "VERB")) == {"run", "runs", "running"}  # never "runned"
+    assert augment.inflection_candidates("happy", "ADJ") == () and augment.inflection_candidates("xqzzy", "NOUN") == ()
+    assert augment.inflection_candidates("nebraska", "NOUN") == ()  # a proper name only
+
+
+def test_syn_inflect_view_changes_the_form_of_words_without_synonyms(wn, monkeypatch):
+    text = "the films were walking"
+    assert pos_tags(text.split()) == ["OTHER", "NOUN", "OTHER", "VERB"]
+    monkeypatch.setattr(augment, "synonym_candidates", lambda word, tag: ())  # as if WordNet had none
+    assert synonym_view(text, 1.0, rng()).replaced == (False, False, False, False)
+    view = synonym_view(text, 1.0, rng(), inflections=True)
+    assert view.replaced == (False, True, False, True)
+    assert view.tokens[1] == "film" and view.tokens[3] in {"walk", "walks", "walked"}
+    monkeypatch.undo()  # with synonyms at hand, those come first: the same views from the same random stream
+    assert augment_texts(TEXTS, "syn-inflect", 0.4, seed=2) == augment_texts(TEXTS, "syn", 0.4, seed=2)
+    texts = [*TEXTS, "the colonels said no"]  # WordNet has no single-word synonym or hypernym of colonel
+    assert synonym_candidates("colonels", "NOUN") == ()
+    plain, inflected = augment_texts(texts, "syn", 1.0, 2), augment_texts(texts, "syn-inflect", 1.0, 2)
+    assert plain[:-1] == inflected[:-1] and inflected[-1].tokens[1] == "colonel" and not plain[-1].replaced[1]
 
 
 def test_cache_round_trip(wn, tmp_path, monkeypatch):
