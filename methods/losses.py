@@ -1,12 +1,16 @@
 """Loss functions and small modules shared by the contrastive methods (see `METHODS.md` in the shared folder).
 
-Everything here is pure and vectorised over the batch: no Python loop runs over rows. Every loss casts its
-inputs to float32 first, so fp16/bf16 activations (autocast) neither overflow nor lose the softmax, and
-returns a float32 scalar. A loss that happens to be zero (for example no anchor has a positive) still hangs
+Everything here is pure and vectorised over the batch: no Python loop runs over rows. Every loss runs with
+autocast off and casts its inputs to float32 first (under autocast a cast alone is undone: the next matrix
+product runs in fp16/bf16 again), so fp16/bf16 activations neither overflow nor lose the softmax, and every
+loss returns a float32 scalar. A loss that happens to be zero (for example no anchor has a positive) still hangs
 off its inputs' graph, so `loss.backward()` always works and yields zero gradients instead of raising.
 """
 
 from __future__ import annotations
+
+import functools
+from typing import Callable
 
 import torch
 import torch.nn.functional as F
@@ -33,6 +37,16 @@ _CLLD_DIAGONAL = -1e6
 _NORM_FLOOR = 1e-8
 
 
+def _in_float32(loss: Callable[..., Tensor]) -> Callable[..., Tensor]:
+    """`loss` run with autocast off on its inputs' device, so its products and softmax stay in float32."""
+    @functools.wraps(loss)
+    def wrapper(*args, **kwargs):
+        device = next((a.device.type for a in (*args, *kwargs.values()) if isinstance(a, Tensor)), "cpu")
+        with torch.autocast(device_type=device, enabled=False):
+            return loss(*args, **kwargs)
+    return wrapper
+
+
 def _check_rows(h: Tensor, labels: Tensor, name: str = "h") -> None:
     if h.dim() != 2:
         raise ValueError(f"{name} must be (rows, features), got shape {tuple(h.shape)}")
@@ -54,6 +68,7 @@ def _mean_over_anchors(per_anchor: Tensor, has_positive: Tensor) -> Tensor:
     return kept.sum() / has_positive.sum().clamp_min(1).to(per_anchor.dtype)
 
 
+@_in_float32
 def clld_loss(h: Tensor, labels: Tensor, ldm: Tensor) -> Tensor:
     """CLLD's label-distance contrastive term L_s (METHODS.md "clld-static / clld-adaptive", steps 3-6).
 
@@ -87,6 +102,7 @@ def clld_loss(h: Tensor, labels: Tensor, ldm: Tensor) -> Tensor:
     return terms.sum() / rows
 
 
+@_in_float32
 def supcon_loss(h: Tensor, labels: Tensor, tau: float = 0.3) -> Tensor:
     """Supervised contrastive loss SCL of Gunel et al. / Khosla et al. (METHODS.md "supcon").
 
@@ -106,6 +122,7 @@ def supcon_loss(h: Tensor, labels: Tensor, tau: float = 0.3) -> Tensor:
     return _mean_over_anchors(-mean_log_p, count > 0)
 
 
+@_in_float32
 def lcl_loss(h: Tensor, labels: Tensor, weights: Tensor, tau: float = 0.3) -> Tensor:
     """Label-aware contrastive loss of Suresh & Ong (METHODS.md "lcl").
 
@@ -135,6 +152,7 @@ def lcl_loss(h: Tensor, labels: Tensor, weights: Tensor, tau: float = 0.3) -> Te
     return _mean_over_anchors(per_anchor, count > 0)
 
 
+@_in_float32
 def cline_contrastive_loss(h_ori: Tensor, h_syn: Tensor, h_ant: Tensor) -> Tensor:
     """CLINE's sentence-level contrastive loss L_cts (METHODS.md "cline", Eq. 5-6).
 
@@ -149,6 +167,7 @@ def cline_contrastive_loss(h_ori: Tensor, h_syn: Tensor, h_ant: Tensor) -> Tenso
     return F.softplus(negative - positive).mean()
 
 
+@_in_float32
 def cline_bce_loss(h_ori: Tensor, h_x: Tensor, target: Tensor | float) -> Tensor:
     """CLINE's released-code sentence loss (METHODS.md "cline", option `sentence_loss: bce`).
 
@@ -163,11 +182,13 @@ def cline_bce_loss(h_ori: Tensor, h_x: Tensor, target: Tensor | float) -> Tensor
     return F.binary_cross_entropy_with_logits(logits, target)
 
 
+@_in_float32
 def replaced_token_loss(token_logits: Tensor, replaced: Tensor, mask: Tensor) -> Tensor:
     """CLINE's replaced-token detection loss L_rtd (METHODS.md "cline", Eq. 2-4).
 
     Binary cross-entropy with logits of token_logits (B, T) against replaced (B, T) in {0, 1}, averaged over
-    the positions where mask (B, T) is 1 (padding and special tokens excluded); 0 for an empty mask.
+    the positions where mask (B, T) is 1; 0 for an empty mask. `cline` passes the attention mask: every real
+    token counts, special tokens as never replaced (Eq. 4 sums over all positions, as ELECTRA's does).
     """
     if not (token_logits.shape == replaced.shape == mask.shape):
         raise ValueError("token_logits, replaced and mask must share one (B, T) shape")
@@ -178,6 +199,7 @@ def replaced_token_loss(token_logits: Tensor, replaced: Tensor, mask: Tensor) ->
     return kept.sum() / keep.sum().clamp_min(1).to(kept.dtype)
 
 
+@_in_float32
 def alignment_loss(p: Tensor, z: Tensor) -> Tensor:
     """DCL / BYOL alignment term (METHODS.md "dcl"): mean_i (2 - 2 cos(p_i, z_i)) with z detached.
 

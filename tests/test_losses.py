@@ -442,6 +442,22 @@ def test_half_inputs_are_computed_in_float32():
         assert torch.equal(fn(low), fn(low.float()))
 
 
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_losses_stay_in_float32_under_autocast(dtype):
+    # Under autocast a cast to float32 alone is undone by the next matrix product; the losses turn it off.
+    h, losses = _batch_losses()
+    g = torch.Generator().manual_seed(5)
+    other, third = torch.randn(h.shape, generator=g), torch.randn(h.shape, generator=g)
+    losses = {**losses, "cline": lambda x: cline_contrastive_loss(x, other, third),
+              "cline-bce": lambda x: cline_bce_loss(x, other, 1.0), "align": lambda x: alignment_loss(x, other)}
+    for name, fn in losses.items():
+        reference = fn(h)
+        with torch.autocast("cpu", dtype=dtype):
+            loss = fn(h)
+        assert loss.dtype == torch.float32, name
+        assert close(loss, reference, rtol=1e-6, atol=1e-6), name
+
+
 # ---------------------------------------------------------------------------------------------------------------
 # CLINE losses
 # ---------------------------------------------------------------------------------------------------------------
