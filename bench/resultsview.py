@@ -131,8 +131,8 @@ def canonical_method(name: str, present: set[str]) -> str:
 
 def mix_warnings(frame: pd.DataFrame) -> list[str]:
     """One line per kind of mixing among these rows: several clbench versions, git commits or method
-    versions in one cell, several configs for one shard, several data fingerprints for one dataset, or several evaluator
-    settings for one evaluator metric; each line says how to separate them."""
+    versions in one cell, several configs for one shard, several data fingerprints for one dataset, or
+    several evaluator settings for one evaluator metric; each line says how to separate them."""
     rows = frame[frame["metric"] != "skipped"] if "metric" in frame else frame
     if rows.empty:
         return []
@@ -142,11 +142,10 @@ def mix_warnings(frame: pd.DataFrame) -> list[str]:
         line = _mixed(rows, cell, column, what, "rows of one cell (dataset/encoder/method/evaluator)")
         if line:
             warnings.append(line)
-    if "method_version" in rows:
-        line = _mixed(rows, CELL_KEYS, "method_version", "method versions",
-                      "runs of one method (the method changed between them: re-run the older ones)")
-        if line:
-            warnings.append(line)
+    line = _mixed(rows, CELL_KEYS, "method_version", "method versions",
+                  "runs of one method (the method changed between them: re-run the older ones)")
+    if line:
+        warnings.append(line)
     line = _mixed(rows[rows["evaluator"] == "clean"], SHARD_KEYS, "config_hash", "configs",
                   "runs of one shard (dataset/encoder/method/seed), averaged as if they were extra seeds")
     if line:
