@@ -136,30 +136,19 @@ def mix_warnings(frame: pd.DataFrame) -> list[str]:
     rows = frame[frame["metric"] != "skipped"] if "metric" in frame else frame
     if rows.empty:
         return []
-    warnings: list[str] = []
     cell = [*CELL_KEYS, "evaluator"]
-    for column, what in (("clbench_version", "clbench versions"), ("git_commit", "git commits")):
-        line = _mixed(rows, cell, column, what, "rows of one cell (dataset/encoder/method/evaluator)")
-        if line:
-            warnings.append(line)
-    line = _mixed(rows, CELL_KEYS, "method_version", "method versions",
-                  "runs of one method (the method changed between them: re-run the older ones)")
-    if line:
-        warnings.append(line)
-    line = _mixed(rows[rows["evaluator"] == "clean"], SHARD_KEYS, "config_hash", "configs",
-                  "runs of one shard (dataset/encoder/method/seed), averaged as if they were extra seeds")
-    if line:
-        warnings.append(line)
-    line = _mixed(rows, ["dataset"], "data_fingerprint", "data fingerprints", "rows of one dataset")
-    if line:
-        warnings.append(line)
+    lines = [_mixed(rows, cell, column, what, "rows of one cell (dataset/encoder/method/evaluator)")
+             for column, what in (("clbench_version", "clbench versions"), ("git_commit", "git commits"))]
+    lines.append(_mixed(rows, CELL_KEYS, "method_version", "method versions",
+                        "runs of one method (the method changed between them: re-run the older ones)"))
+    lines.append(_mixed(rows[rows["evaluator"] == "clean"], SHARD_KEYS, "config_hash", "configs",
+                        "runs of one shard (dataset/encoder/method/seed), averaged as if they were extra seeds"))
+    lines.append(_mixed(rows, ["dataset"], "data_fingerprint", "data fingerprints", "rows of one dataset"))
     evaluated = rows[rows["evaluator"] != "clean"]
-    for evaluator, group in evaluated.groupby("evaluator", sort=True):
-        line = _mixed(group, [*CELL_KEYS, "evaluator", "split", "metric"], "eval_hash", "evaluator settings",
-                      f"{evaluator} rows of one metric (tables keep settings apart, never averaged)", depth=4)
-        if line:
-            warnings.append(line)
-    return warnings
+    lines += [_mixed(group, [*CELL_KEYS, "evaluator", "split", "metric"], "eval_hash", "evaluator settings",
+                     f"{evaluator} rows of one metric (tables keep settings apart, never averaged)", depth=4)
+              for evaluator, group in evaluated.groupby("evaluator", sort=True)]
+    return [line for line in lines if line]
 
 
 def _mixed(rows: pd.DataFrame, keys: list[str], column: str, what: str, where: str, depth: int = 0) -> str | None:
