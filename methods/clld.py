@@ -142,8 +142,13 @@ def run_confusion(ldm_from: str, results_dir: Path, label_names: list[str], spec
         first = ldm_from if ldm_from in METHODS else "ce"
         raise BenchError(f"ldm_from={ldm_from!r}: no finished run there (no {path}); run it first (e.g. list "
                          f"{first} before clld-static in --methods) or give a run folder")
-    stored = json.loads(path.read_text())
-    if stored["labels"] != label_names:
+    try:
+        stored = json.loads(path.read_text(encoding="utf-8"))
+        labels = stored["labels"]
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise BenchError(f"ldm_from={ldm_from!r}: cannot read {path} ({type(exc).__name__}: {exc}); "
+                         "re-run that run or give another".splitlines()[0]) from exc
+    if labels != label_names:
         raise BenchError(f"ldm_from={ldm_from!r}: that run's classes differ from this dataset's")
     if not stored.get("validation"):  # never fall back to the test confusion: that would leak test labels
         raise BenchError(f"ldm_from={ldm_from!r}: {path} has no validation confusion matrix; re-run that run")

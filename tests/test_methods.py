@@ -156,6 +156,10 @@ def test_static_ldm_from_a_finished_run(tmp_path):
     (run / "confusion.json").write_text(json.dumps({"labels": ["a", "b", "c"], "validation": [], "test": confusion}))
     with pytest.raises(BenchError, match="no validation confusion matrix"):  # never the test labels instead
         static_ldm(StaticConfig(ldm_from="ce_run", top_k=1), ["a", "b", "c"], tmp_path)
+    for broken in ('{"labels": ["a", "b"', '["a", "b", "c"]', '{"validation": []}'):  # cut short, not a dict, no labels
+        (run / "confusion.json").write_text(broken)
+        with pytest.raises(BenchError, match="cannot read .*confusion.json.*re-run that run"):
+            static_ldm(StaticConfig(ldm_from="ce_run", top_k=1), ["a", "b", "c"], tmp_path)
 
 
 def test_static_needs_exactly_one_source():
