@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import logging
 import os
 import sys
@@ -467,7 +468,8 @@ def report_failed_evaluations(failed: list[Any], remark: str = "") -> None:
 def cmd_evaluate(args: argparse.Namespace) -> int:
     """Run evaluators on finished runs from their saved models and refresh the results table."""
     from bench import store
-    from bench.evaluation import build_evaluators, data_for_run, evaluate_run, load_run_classifier
+    from bench.evaluation import (build_evaluators, data_for_run, evaluate_run, load_run_classifier,
+                                  recorded_data_dir)
     from bench.store import find_runs
     from bench.spec import RunSpec
     from bench.summary import evaluation_table
@@ -488,10 +490,13 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     for i, run_dir in enumerate(runs, start=1):
         spec = RunSpec.from_json(store.read_json(run_dir / store.SPEC))
         data = data_for_run(run_dir, spec, args.data_dir)
+        options = request.options  # named sets (imdb_contrast, textfooler_mr) default to the run's data folder
+        if not options.data_dir:
+            options = dataclasses.replace(options, data_dir=recorded_data_dir(run_dir))
         for evaluator in evaluators:
-            evaluator.check(request.options, data, run_dir.parent)
+            evaluator.check(options, data, run_dir.parent)
         classifier = load_run_classifier(run_dir, spec, data, device)
-        done = evaluate_run(spec, data, classifier, run_dir, evaluators, request.options, device, args.overwrite,
+        done = evaluate_run(spec, data, classifier, run_dir, evaluators, options, device, args.overwrite,
                             explicit=request.explicit)
         print(f"[{i}/{len(runs)}] {spec.key}", file=sys.stderr)
         print_evaluations(done)

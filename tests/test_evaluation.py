@@ -237,6 +237,22 @@ def test_run_with_evaluators_then_evaluate_without_retraining(cli, tmp_path, res
     assert code == 0 and "no saved model" in err
 
 
+def test_evaluate_finds_named_sets_beside_the_runs_data(cli, tmp_path, results):
+    data = tmp_path / "data"  # a card dataset (mr) and its default contrast set (imdb_contrast) side by side
+    train = [{"text": t, "label": l} for t, l in [("a good film", "positive"), ("a bad film", "negative"),
+                                                   ("great fun", "positive"), ("awful fun", "negative")]] * 3
+    write_jsonl(data / "mr" / "train.jsonl", train)
+    write_jsonl(data / "mr" / "test.jsonl", train[:4])
+    write_jsonl(data / "imdb_contrast" / "test.jsonl", contrast_rows())
+    code, _, err = cli("run", "--methods", "ce", "--datasets", "mr", "--data-dir", data, *FAST)
+    assert code == 0, err
+    (run_dir,) = [p.parent for p in results.glob("*/rows.json")]
+    code, out, err = cli("evaluate", run_dir.name, "--evaluators", "contrast")  # no --data-dir: the run's folder
+    assert code == 0 and "consistency" in out and "not found" not in err, err
+    stored = json.loads(next((run_dir / "evals").glob("contrast-*.json")).read_text())
+    assert stored["status"] == "done"
+
+
 def test_no_save_model_and_bad_evaluator_options(cli, tiny, results):
     args = [a for a in FAST if a not in ("--evaluators", "none")]
     code, _, err = cli("run", "--methods", "ce", "--datasets", tiny, *args, "--evaluators", "repr",
