@@ -141,11 +141,14 @@ def finished_rows(results_dir: Path) -> list[dict[str, Any]]:
 
 
 def run_rows(run_dir: Path) -> list[dict[str, Any]]:
-    """A finished run's rows: training/clean rows, then each stored evaluation's rows (file-name order)."""
+    """A finished run's rows: training/clean rows, then each stored evaluation's rows (file-name order), these
+    with `eval_version`, the evaluator's version from the evaluation's stored settings."""
     rows = list(read_json(run_dir / ROWS))
     for evaluation in sorted((run_dir / EVALS).glob("*.json")):
         if not evaluation.name.endswith(".error.json"):
-            rows.extend(read_json(evaluation)["rows"])
+            stored = read_json(evaluation)
+            version = (stored.get("settings") or {}).get("version")
+            rows.extend(row if version is None else {**row, "eval_version": version} for row in stored["rows"])
     return rows
 
 

@@ -205,6 +205,23 @@ def test_robustness_columns_from_evaluator_rows(folder):
     assert "textfooler t2: attack_mode=adaptive, attack_data=textfooler_mr" in notes
 
 
+def test_robustness_tells_evaluator_versions_apart(folder):
+    write_run(folder, "cl", "mr", 1, right(14), evals={("checklist", "k2"): checklist(0.30)})
+    for run, key, version in (("ce_mr_minilm_s1_c0", "k1", 1), ("cl_mr_minilm_s1_c0", "k2", 2)):
+        path = folder / run / store.EVALS / f"checklist-{key}.json"  # as stored: settings beside the rows
+        stored = store.read_json(path)
+        store.write_json(path, {**stored, "settings": {"evaluator": "checklist", "version": version}})
+    rows = store.run_rows(folder / "ce_mr_minilm_s1_c0")
+    assert {r.get("eval_version") for r in rows if r["evaluator"] == "checklist"} == {1}
+    assert all("eval_version" not in r for r in rows if r["evaluator"] != "checklist")  # no stored settings
+    table = tables.robustness(load_results(folder))
+    cells = cells_of(table)
+    assert cells[("cl", "CheckList failure rate [eval_version=2]")]["text"] == "30.00 (1)"
+    assert cells[("ce", "CheckList failure rate [eval_version=1]")]["text"] == "15.00 ± 7.07 (2)"  # hash k1
+    assert cells[("cl", "CheckList failure rate [eval_version=1]")]["text"] == "—"  # versions never averaged
+    assert "checklist k2: eval_version=2" in table.attrs["notes"]
+
+
 def test_robustness_without_evaluator_rows_is_an_error(folder):
     with pytest.raises(BenchError, match="bench evaluate"):
         tables.robustness(apply_filters(load_results(folder), ["dataset=trec"]))
