@@ -471,6 +471,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     from bench.evaluation import (build_evaluators, data_for_run, evaluate_run, load_run_classifier,
                                   recorded_data_dir)
     from bench.store import find_runs
+    from bench.evaluators.model import MODEL_FILE
     from bench.spec import RunSpec
     from bench.summary import evaluation_table
     from bench.trainer import resolve_device
@@ -484,6 +485,11 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     unfinished = [r.name for r in runs if not store.is_finished(r)]
     if unfinished:
         raise BenchError(f"run(s) not finished: {', '.join(unfinished[:5])}; finish them with `bench run` first")
+    modelless = [r.name for r in runs if not (r / MODEL_FILE).is_file()]
+    if modelless:  # before any evaluation: a batch is not left half scored
+        more = f" and {len(modelless) - 5} more" if len(modelless) > 5 else ""
+        raise BenchError(f"run(s) without a saved model ({MODEL_FILE}): {', '.join(modelless[:5])}{more}; re-run "
+                         "them with `bench run ... --overwrite`, or leave them out")
     device = resolve_device(args.device)
     print(f"bench: {len(evaluators)} evaluator(s) x {len(runs)} run(s)", file=sys.stderr)
     outcomes: list[Any] = []

@@ -230,11 +230,23 @@ def test_run_with_evaluators_then_evaluate_without_retraining(cli, tmp_path, res
 
     (run_dir / "model.pt").unlink()
     code, _, err = cli("evaluate", run_dir.name, "--evaluators", "repr", "--overwrite")
-    assert code == 2 and "no saved model" in err
+    assert code == 2 and "without a saved model" in err
     code, _, err = cli("evaluate", "nothing_*", "--evaluators", "repr")
     assert code == 2 and "no run 'nothing_*'" in err
     code, _, err = cli("run", "--methods", "ce", "--datasets", folder, *args, "--evaluators", "repr", "--tsne")
     assert code == 0 and "no saved model" in err
+
+
+def test_evaluate_checks_every_run_has_a_model_before_scoring_any(cli, tiny, results):
+    code, _, err = cli("run", "--methods", "ce", "--datasets", tiny, "--seeds", "1,2", *FAST)
+    assert code == 0, err
+    first, second = sorted(p.parent for p in results.glob("*/rows.json"))
+    (second / "model.pt").unlink()
+    code, _, err = cli("evaluate", "ce_*", "--evaluators", "repr")
+    assert code == 2 and f"without a saved model (model.pt): {second.name}; re-run" in err
+    assert not (first / "evals").exists()  # the run that has a model was not scored either
+    code, _, err = cli("evaluate", first.name, "--evaluators", "repr")
+    assert code == 0 and list((first / "evals").glob("repr-*.json")), err
 
 
 def test_evaluate_finds_named_sets_beside_the_runs_data(cli, tmp_path, results):
