@@ -195,7 +195,7 @@ def data_for_run(run_dir: Path, spec: RunSpec, data_dir: str | None) -> TextData
     """Reload the run's dataset (same carve) and check it is the data the run was trained on."""
     source = recorded_source(run_dir)
     candidates: list[str | None] = [data_dir] if data_dir else []
-    if recorded_data_dir(run_dir):
+    if source.startswith("local:"):
         candidates.append(recorded_data_dir(run_dir))
     name = source[len("folder:"):] if source.startswith("folder:") else spec.dataset
     *earlier, last = candidates or [None]

@@ -146,8 +146,9 @@ def run_confusion(ldm_from: str, results_dir: Path, label_names: list[str], spec
         stored = json.loads(path.read_text(encoding="utf-8"))
         labels = stored["labels"]
     except (OSError, ValueError, KeyError, TypeError) as exc:
-        raise BenchError(f"ldm_from={ldm_from!r}: cannot read {path} ({type(exc).__name__}: {exc}); "
-                         "re-run that run or give another".splitlines()[0]) from exc
+        reason = (str(exc).splitlines() or [""])[0]
+        raise BenchError(f"ldm_from={ldm_from!r}: cannot read {path} ({type(exc).__name__}: {reason}); "
+                         "re-run that run or give another") from exc
     if labels != label_names:
         raise BenchError(f"ldm_from={ldm_from!r}: that run's classes differ from this dataset's")
     if not stored.get("validation"):  # never fall back to the test confusion: that would leak test labels
