@@ -468,8 +468,8 @@ def report_failed_evaluations(failed: list[Any], remark: str = "") -> None:
 def cmd_evaluate(args: argparse.Namespace) -> int:
     """Run evaluators on finished runs from their saved models and refresh the results table."""
     from bench import store
-    from bench.evaluation import (build_evaluators, data_for_run, evaluate_run, load_run_classifier,
-                                  recorded_data_dir)
+    from bench.data import source_data_dir
+    from bench.evaluation import build_evaluators, data_for_run, evaluate_run, load_run_classifier
     from bench.store import find_runs
     from bench.evaluators.model import MODEL_FILE
     from bench.spec import RunSpec
@@ -498,7 +498,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         data = data_for_run(run_dir, spec, args.data_dir)
         options = request.options  # named sets (imdb_contrast, textfooler_mr) default to the run's data folder
         if not options.data_dir:
-            options = dataclasses.replace(options, data_dir=recorded_data_dir(run_dir))
+            options = dataclasses.replace(options, data_dir=source_data_dir(data.source))
         for evaluator in evaluators:
             evaluator.check(options, data, run_dir.parent)
         classifier = load_run_classifier(run_dir, spec, data, device)

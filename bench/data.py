@@ -240,6 +240,14 @@ def load_generated(card: Card, seed: int) -> dict[str, tuple]:
             for split, rows in generate(seed=seed).items()}
 
 
+LOCAL = "local:"  # source of a card dataset found in a data folder: local:<data folder>/<card name>
+
+
+def source_data_dir(source: str) -> str:
+    """The data folder a `local:` dataset source was found in (named sets sit beside it), else ''."""
+    return str(Path(source[len(LOCAL):]).parent) if source.startswith(LOCAL) else ""
+
+
 def load_raw(name: str, data_dir: str | None, data_seed: int) -> tuple[str, Card | None, dict[str, tuple]]:
     """Find a dataset by card name or path and return (source description, card, raw splits)."""
     if name in DATASETS:
@@ -248,7 +256,7 @@ def load_raw(name: str, data_dir: str | None, data_seed: int) -> tuple[str, Card
         for base in dirs:
             folder = base / card.name
             if folder.is_dir():
-                return f"local:{folder.resolve()}", card, load_folder(folder, card.text_field, card.label_field)
+                return f"{LOCAL}{folder.resolve()}", card, load_folder(folder, card.text_field, card.label_field)
         if card.generator:
             return f"generated:{card.generator}(seed={data_seed})", card, load_generated(card, data_seed)
         return f"hub:{(card.hub or {}).get('id')}", card, load_hub(card, dirs)

@@ -16,7 +16,7 @@ import torch
 
 import bench.evaluators  # noqa: F401  (registers the evaluators)
 from bench import store
-from bench.data import TextData, load_dataset
+from bench.data import TextData, load_dataset, source_data_dir
 from bench.errors import BenchError
 from bench.evaluators.base import (Classifier, EvalContext, EvalOptions, Evaluator, SkipEvaluator,
                                    hash_settings)
@@ -180,23 +180,14 @@ def row_for(spec: RunSpec, evaluator: str, record: dict[str, Any], meta: dict[st
 
 # ----------------------------------------------------------------------------------------------- saved runs
 
-def recorded_source(run_dir: Path) -> str:
-    """Where the run's dataset was read from, as its spec.json records it (`local:PATH`, `folder:PATH`, ...)."""
-    return str(store.read_json(run_dir / store.SPEC).get("data", {}).get("source", ""))
-
-
-def recorded_data_dir(run_dir: Path) -> str:
-    """The data folder the run's dataset was found in (its named resource sets sit beside it), or ''."""
-    source = recorded_source(run_dir)
-    return str(Path(source[len("local:"):]).parent) if source.startswith("local:") else ""
-
-
 def data_for_run(run_dir: Path, spec: RunSpec, data_dir: str | None) -> TextData:
     """Reload the run's dataset (same carve) and check it is the data the run was trained on."""
-    source = recorded_source(run_dir)
+    recorded = store.read_json(run_dir / store.SPEC).get("data", {})
+    source = str(recorded.get("source", ""))
     candidates: list[str | None] = [data_dir] if data_dir else []
-    if source.startswith("local:"):
-        candidates.append(recorded_data_dir(run_dir))
+    recorded_dir = source_data_dir(source)
+    if recorded_dir:
+        candidates.append(recorded_dir)
     name = source[len("folder:"):] if source.startswith("folder:") else spec.dataset
     *earlier, last = candidates or [None]
     for candidate in earlier:  # the first folder that has the dataset wins; the last one's error is reported
