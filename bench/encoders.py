@@ -75,9 +75,18 @@ class HFEncoder(TextEncoder):
         self.token_size = self.hidden_size
 
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> EncoderOutput:
-        out = self.model(input_ids=input_ids, attention_mask=attention_mask)
+        out = self.model(input_ids=input_ids, attention_mask=self.sdpa_mask(attention_mask))
         pooled = pool(out.last_hidden_state, attention_mask, getattr(out, "pooler_output", None), self.pooling)
         return EncoderOutput(pooled, out.last_hidden_state, attention_mask)
+
+
+    def sdpa_mask(self, attention_mask: torch.Tensor) -> torch.Tensor:
+        """For PyTorch SDPA attention, the padding mask as a ready (B, 1, 1, T) boolean mask: given the 2-D mask,
+        Hugging Face models first ask whether it has any padding (`mask.all()`), which makes the host wait for
+        the GPU at every forward pass. Same attention, same outputs; other attention kernels get the 2-D mask."""
+        if getattr(self.model.config, "_attn_implementation", None) == "sdpa":
+            return attention_mask[:, None, None, :].bool()
+        return attention_mask
 
 
 class TextCNN(TextEncoder):

@@ -204,6 +204,7 @@ def data_for_run(run_dir: Path, spec: RunSpec, data_dir: str | None) -> TextData
 
 def load_run_classifier(run_dir: Path, spec: RunSpec, data: TextData, device: torch.device) -> ModelClassifier:
     """The run's trained classifier, rebuilt from its encoder and saved weights (no retraining)."""
+    from bench.batching import auto_bucket
     from bench.encoders import build_encoder
     from bench.trainer import autocast_dtype
     from methods.base import Method
@@ -213,4 +214,5 @@ def load_run_classifier(run_dir: Path, spec: RunSpec, data: TextData, device: to
     method = Method(bundle.model, data.num_labels, head_dropout=spec.train.head_dropout)
     load_model(method, run_dir / MODEL_FILE)
     return ModelClassifier(method, bundle, data.label_names, device,
-                           amp_dtype=autocast_dtype(spec.train.precision, device))
+                           amp_dtype=autocast_dtype(spec.train.precision, device),
+                           bucket=auto_bucket(device.type, compiled=False), max_width=spec.train.max_length)

@@ -16,7 +16,7 @@ from bench.evaluators.base import EvalOptions
 from bench.executors import SLURM_KEYS
 
 RUN_KEYS = ("methods", "datasets", "encoders", "seeds", "data_dir", "results_dir", "jobs", "device", "overwrite",
-            "evaluators", "save_model", "compile", *EvalOptions.field_names(),
+            "evaluators", "save_model", "compile", "length_bucket", *EvalOptions.field_names(),
             "executor", "resume", "shards_per_gpu", "slurm_profile", *SLURM_KEYS)
 
 

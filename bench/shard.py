@@ -17,7 +17,7 @@ from sklearn.metrics import confusion_matrix
 
 import methods  # noqa: F401  (registers the methods)
 from bench import store
-from bench.batching import Encoded
+from bench.batching import Encoded, auto_bucket
 from bench.data import TextData
 from bench.encoders import build_encoder
 from bench.errors import BenchError
@@ -29,6 +29,7 @@ from bench.metrics import classification_records, softmax
 from bench.provenance import provenance
 from bench.registry import METHODS
 from bench.spec import RunSpec
+from bench.compile import compile_encoder
 from bench.token_cache import tokenize_cached
 from bench.trainer import Trainer, resolve_device, seed_everything
 from methods.base import PrepareContext
@@ -64,6 +65,8 @@ class ShardRequest:
     save_model: bool = True
     explicit: bool = True  # evaluators named by the user (False: the default, every evaluator that fits)
     compile: bool = False  # torch.compile the encoder (speed only: not part of the run key)
+    length_bucket: int | None = None  # batch widths rounded up to a multiple of this; None: `auto_bucket`
+
 
 
 def run_shard(spec: RunSpec, data: TextData, results_dir: Path, device: str = "auto",
@@ -146,23 +149,33 @@ def train_and_evaluate(spec: RunSpec, data: TextData, run_dir: Path, device_name
     })
     device = resolve_device(device_name)
     seed_everything(spec.seed, deterministic=device.type == "cpu")
+    bucket = request.length_bucket if request.length_bucket is not None else auto_bucket(device.type, request.compile)
+    phases: dict[str, float] = {}  # the fixed cost of a shard, besides training: seconds per phase
+    clock = time.perf_counter()
     bundle = build_encoder(spec.encoder, data.train.texts, spec.train)
     method_class = METHODS.get(spec.method)
     method = method_class(bundle.model, data.num_labels, method_class.Config(**dict(spec.method_config)),
                           head_dropout=spec.train.head_dropout)
+    phases["build_seconds"] = time.perf_counter() - clock
+    clock = time.perf_counter()
     method.prepare(PrepareContext(data.train.texts, data.label_names, bundle, spec.seed,
-                                  cache_dir=run_dir.parent / CACHE, results_dir=run_dir.parent, spec=spec))
+                                  cache_dir=run_dir.parent / CACHE, results_dir=run_dir.parent, spec=spec,
+                                  bucket=bucket, max_width=spec.train.max_length))
+    phases["prepare_seconds"] = time.perf_counter() - clock
+    clock = time.perf_counter()
     identity = {"encoder": spec.encoder, "tokenizer": bundle.info.get("source", ""), "data": data.fingerprint,
                 "max_length": spec.train.max_length, "carve": [spec.train.data_seed, spec.train.val_fraction]}
     encoded = {s: Encoded(tokenize_cached(bundle, getattr(data, s).texts, run_dir.parent / CACHE, identity),
                           getattr(data, s).labels) for s in ("train", "validation", "test")}
-    if request.compile:
-        method.encoder.compile(dynamic=True)  # in place: parameter names and checkpoints are unchanged
+    phases["tokenize_seconds"] = time.perf_counter() - clock
+    compiled = compile_encoder(method.encoder) if request.compile else ""
     trainer = Trainer(method, spec.train, device, bundle.pad_id, spec.seed, bundle.min_length,
-                      checkpoint=run_dir / CHECKPOINT, progress=progress, desc=spec.key)
+                      checkpoint=run_dir / CHECKPOINT, progress=progress, desc=spec.key, bucket=bucket)
     fit = trainer.fit(encoded["train"], encoded["validation"])
+    clock = time.perf_counter()
     probabilities = softmax(trainer.predict(encoded["test"]))
     predicted = probabilities.argmax(1)
+    phases["test_seconds"] = time.perf_counter() - clock
     wall = time.perf_counter() - started
     names = data.label_names
 
@@ -177,7 +190,8 @@ def train_and_evaluate(spec: RunSpec, data: TextData, run_dir: Path, device_name
     store.write_json(run_dir / store.TRAIN_LOG, {
         "history": fit.history, "best_epoch": fit.best_epoch, "best_val_accuracy": fit.best_val_accuracy,
         "resumed_from_epoch": fit.resumed_from_epoch, "stopped_early": fit.stopped_early,
-        "encoder": bundle.info})
+        "encoder": bundle.info, "phases": {k: round(v, 3) for k, v in phases.items()},
+        "compiled": compiled, "length_bucket": bucket})
     if fit.method_state:
         store.write_json(run_dir / "method_state.json", fit.method_state)
 
@@ -187,6 +201,8 @@ def train_and_evaluate(spec: RunSpec, data: TextData, run_dir: Path, device_name
             "data_fingerprint": spec.data_fingerprint, "best_epoch": fit.best_epoch, "epochs_run": len(fit.history),
             "wall_seconds": round(wall, 2),
             "train_seconds": round(sum(h["seconds"] for h in fit.history), 2),  # all epochs, across resumes
+            **{k: round(v, 2) for k, v in phases.items()},  # this process's fixed costs (build, tokenise, test)
+            "compiled": compiled, "length_bucket": bucket,  # speed settings: not in the run key, recorded here
             **provenance(device), "finished_at": datetime.now(timezone.utc).isoformat()}
     rows = [{**base, "split": "test", **record, **meta}
             for record in classification_records(data.test.labels, predicted, names)]
@@ -196,7 +212,8 @@ def train_and_evaluate(spec: RunSpec, data: TextData, run_dir: Path, device_name
         save_model(method, run_dir / MODEL_FILE)
     store.write_json(run_dir / store.ROWS, rows)
     trainer.remove_checkpoint()
-    classifier = ModelClassifier(method, bundle, names, device, amp_dtype=trainer.amp_dtype)
+    classifier = ModelClassifier(method, bundle, names, device, amp_dtype=trainer.amp_dtype, bucket=bucket,
+                                 max_width=spec.train.max_length)
     evaluations = evaluate_run(spec, data, classifier, run_dir, build_evaluators(list(request.evaluators)),
                                request.options, device, explicit=request.explicit)
     return rows, evaluations

@@ -19,14 +19,14 @@ import torch
 from sklearn.metrics import confusion_matrix
 from tqdm.auto import tqdm
 
-from bench.batching import Encoded, collate, length_grouped_batches, sorted_batches
+from bench.batching import Encoded, collate, length_grouped_batches, sorted_batches, to_device
 from bench.errors import BenchError
 from bench.spec import TrainConfig
 from bench.store import atomic_torch_save
 from methods.base import Method, Progress
 
 log = logging.getLogger(__name__)
-REFRESH_STEPS = 10
+LOG_EVERY = 50  # steps between reads of the loss on the host (the only host synchronisation in training)
 
 
 @contextlib.contextmanager
@@ -117,8 +117,11 @@ class Trainer:
     """Trains a Method on tokenised data; every method shares this loop."""
 
     def __init__(self, method: Method, cfg: TrainConfig, device: torch.device, pad_id: int, seed: int,
-                 min_length: int = 1, checkpoint: Path | None = None, progress: bool = True, desc: str = ""):
+                 min_length: int = 1, checkpoint: Path | None = None, progress: bool = True, desc: str = "",
+                 bucket: int = 0, log_every: int = LOG_EVERY):
         self.method = method.to(device)
+        self.bucket = bucket  # batch widths rounded up to a multiple of this (0: each batch's longest example)
+        self.log_every = log_every
         self.cfg = cfg
         self.device = device
         self.pad_id = pad_id
@@ -137,12 +140,13 @@ class Trainer:
         return torch.autocast(self.device.type, dtype=self.amp_dtype)
 
     def batch(self, data: Encoded, index: np.ndarray) -> dict[str, torch.Tensor]:
-        """A padded batch on the training device."""
-        return {k: v.to(self.device, non_blocking=True)
-                for k, v in collate(data, index, self.pad_id, self.min_length).items()}
+        """A padded batch on the training device (copied without waiting; `index` stays on the host)."""
+        return to_device(collate(data, index, self.pad_id, self.min_length, bucket=self.bucket,
+                                 max_width=self.cfg.max_length, pin=self.device.type == "cuda"), self.device)
 
-    def optimizer(self) -> torch.optim.Optimizer:
-        """AdamW with decoupled weight decay, none on biases and normalisation weights."""
+    def optimizer(self, fused: bool | None = None) -> torch.optim.Optimizer:
+        """AdamW with decoupled weight decay, none on biases and normalisation weights; `fused` (default: on a
+        GPU) is one kernel for all parameters that keeps its step counts on the device."""
         decay, no_decay = [], []
         for name, param in self.method.named_parameters():
             if param.requires_grad:
@@ -150,17 +154,20 @@ class Trainer:
         groups = [{"params": decay, "weight_decay": self.cfg.weight_decay},
                   {"params": no_decay, "weight_decay": 0.0}]
         return torch.optim.AdamW(groups, lr=self.cfg.lr, betas=(0.9, 0.999), eps=1e-8,
-                                 fused=self.device.type == "cuda")
+                                 fused=self.device.type == "cuda" if fused is None else fused)
 
     @torch.no_grad()
     def predict(self, data: Encoded, batch_size: int | None = None) -> np.ndarray:
         """Logits (n, N) as float32, in the order of `data`."""
         self.method.eval()
-        out = np.zeros((len(data), self.method.num_labels), dtype=np.float32)
-        for index in sorted_batches(data.lengths, batch_size or self.cfg.batch_size * 2):
+        batches = sorted_batches(data.lengths, batch_size or self.cfg.batch_size * 2)
+        parts = []
+        for index in batches:
             with self.autocast():
-                logits = self.method.logits(self.batch(data, index))
-            out[index] = logits.float().cpu().numpy()
+                parts.append(self.method.logits(self.batch(data, index)).float())
+        out = np.zeros((len(data), self.method.num_labels), dtype=np.float32)
+        if batches:  # one copy to the host for the whole split
+            out[np.concatenate(batches)] = torch.cat(parts).cpu().numpy()
         return out
 
     def evaluate(self, data: Encoded) -> tuple[float, np.ndarray]:
@@ -213,6 +220,7 @@ class Trainer:
                     val: Encoded | None = None) -> dict[str, Any]:
         """One pass over `train` in length-grouped batches; returns the epoch's log record.
 
+        Nothing in a step waits for the device: loss sums stay on it and are read every `log_every` steps.
         A method with `evaluations_per_epoch > 1` gets that many validation passes (`on_eval`) per epoch;
         the last is the end-of-epoch one that `fit` runs.
         """
@@ -238,13 +246,14 @@ class Trainer:
                 _, confusion = self.evaluate(val)
                 self.method.on_eval(confusion, Progress(epoch + 1, self.cfg.epochs, state["step"], total_steps))
                 self.method.train()
-            if number % REFRESH_STEPS == 0 or number == len(batches):
+            if number % self.log_every == 0 or number == len(batches):
                 mean_loss = self.check_finite(sums["loss"] / number, epoch, number)
                 bar.set_postfix(loss=f"{mean_loss:.4f}", seq_s=f"{seen / (time.perf_counter() - started):.0f}")
         seconds = time.perf_counter() - started
         record: dict[str, Any] = {"epoch": epoch + 1, "steps": len(batches), "seconds": seconds,
                                   "train_seq_per_s": seen / seconds, "lr": scheduler.get_last_lr()[0]}
-        record.update({f"train_{k}": float(v / len(batches)) for k, v in sums.items()})
+        means = (torch.stack(list(sums.values())) / len(batches)).tolist()  # one read for every loss part
+        record.update({f"train_{k}": float(v) for k, v in zip(sums, means)})
         return record
 
     def step(self, batch: dict[str, torch.Tensor], optimizer: torch.optim.Optimizer

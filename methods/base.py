@@ -36,6 +36,8 @@ class PrepareContext:
     cache_dir: Path
     results_dir: Path
     spec: Any = None  # the shard's RunSpec, where the method needs to find related runs
+    bucket: int = 0  # per-example views are padded as the Trainer pads (bench.batching.bucket_width)
+    max_width: int | None = None
 
 
 @dataclass(frozen=True)

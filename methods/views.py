@@ -12,7 +12,7 @@ import torch
 from torch import nn
 
 from bench.augment import augment_texts
-from bench.batching import Encoded, collate
+from bench.batching import Encoded, collate, padded_matrix, take_padded, to_device
 from methods.base import PrepareContext
 
 
@@ -46,22 +46,29 @@ def stacked(*batches: dict[str, torch.Tensor], pad_id: int) -> dict[str, torch.T
 
 @dataclass
 class TokenViews:
-    """Tokenised augmented copies of the training texts, with a per-token `replaced` flag."""
+    """Tokenised augmented copies of the training texts, with a per-token `replaced` flag; batches are padded
+    like the Trainer's (`bucket`, `max_width`: see bench.batching.bucket_width)."""
 
     encoded: Encoded
     replaced: list[list[int]]
     pad_id: int
     min_length: int
+    bucket: int = 0
+    max_width: int | None = None
+
+    def __post_init__(self) -> None:
+        self.replaced_matrix = padded_matrix(self.replaced, self.encoded.lengths, np.float32)
 
     def batch(self, index: torch.Tensor, device: torch.device) -> dict[str, torch.Tensor]:
-        """The views of the training examples at `index`, padded, with a `replaced` (B, T) tensor."""
-        idx = index.cpu().numpy()
-        out = collate(self.encoded, idx, self.pad_id, self.min_length)
-        flags = np.zeros(out["input_ids"].shape, dtype=np.float32)
-        for row, i in enumerate(idx):
-            flags[row, :len(self.replaced[i])] = self.replaced[i]
+        """The views of the training examples at `index` (a host tensor), padded, with a `replaced` (B, T) tensor."""
+        idx = index.numpy()  # a host tensor: reading it never waits for the GPU
+        out = collate(self.encoded, idx, self.pad_id, self.min_length, bucket=self.bucket, max_width=self.max_width,
+                      pin=device.type == "cuda")
+        flags = take_padded(self.replaced_matrix, idx, out["input_ids"].shape[1], self.encoded.lengths[idx], 0.0)
         out["replaced"] = torch.from_numpy(flags)
-        return {k: v.to(device, non_blocking=True) for k, v in out.items()}
+        if device.type == "cuda":
+            out["replaced"] = out["replaced"].pin_memory()
+        return to_device(out, device)
 
 
 def word_views(context: PrepareContext, kind: str, rate: float) -> TokenViews:
@@ -71,7 +78,8 @@ def word_views(context: PrepareContext, kind: str, rate: float) -> TokenViews:
     ids, word_ids = tokenize_words([list(v.tokens) for v in views])
     replaced = [[int(w >= 0 and v.replaced[w]) for w in wid] for v, wid in zip(views, word_ids)]
     labels = np.zeros(len(ids), dtype=np.int64)
-    return TokenViews(Encoded(ids, labels), replaced, context.bundle.pad_id, context.bundle.min_length)
+    return TokenViews(Encoded(ids, labels), replaced, context.bundle.pad_id, context.bundle.min_length,
+                      context.bucket, context.max_width)
 
 
 def with_second_view(batch: dict[str, torch.Tensor], views: TokenViews | None) -> dict[str, torch.Tensor]:

@@ -212,12 +212,13 @@ def test_out_of_memory_fails_the_shard_with_advice(cli, tiny, results, monkeypat
 
 
 def test_compile_flag_compiles_the_encoder_in_place_and_keeps_the_run_key(cli, tiny, results, monkeypatch):
-    """--compile reaches the encoder (nn.Module.compile, parameter names unchanged) and is not part of the key."""
+    """--compile reaches each layer of the encoder (nn.Module.compile, parameter names unchanged) and is not part
+    of the key."""
     import torch
 
     compiled = []
     monkeypatch.setattr(torch.nn.Module, "compile", lambda self, **kw: compiled.append(kw))
     assert cli("run", "--methods", "ce", "--datasets", tiny, *FAST, "--compile")[0] == 0
-    assert compiled == [{"dynamic": True}]
+    assert compiled == [{"dynamic": True, "backend": "inductor"}] * 2  # tiny-bert's two layers, one by one
     code, _, err = cli("run", "--methods", "ce", "--datasets", tiny, *FAST)
     assert code == 0 and "skipped" in err  # same run key with or without --compile

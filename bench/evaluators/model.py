@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from bench.batching import Encoded, collate, sorted_batches
+from bench.batching import Encoded, collate, sorted_batches, to_device
 from bench.encoders import EncoderBundle
 from bench.errors import BenchError
 from bench.evaluators.base import Classifier
@@ -20,16 +20,20 @@ MODEL_PARTS = ("encoder.", "head.")  # what prediction needs; method-only module
 
 
 class ModelClassifier(Classifier):
-    """A trained Method (encoder + head) with its tokenizer: length-sorted batches, no gradients."""
+    """A trained Method (encoder + head) with its tokenizer: length-sorted batches, no gradients, padded as in
+    training (`bucket`), outputs copied to the host once per call."""
 
     def __init__(self, method: Any, bundle: EncoderBundle, label_names: list[str], device: torch.device,
-                 batch_size: int = 128, amp_dtype: torch.dtype | None = None):
+                 batch_size: int = 128, amp_dtype: torch.dtype | None = None, bucket: int = 0,
+                 max_width: int | None = None):
         self.method = method.to(device)
         self.bundle = bundle
         self.label_names = list(label_names)
         self.device = device
         self.batch_size = batch_size
         self.amp_dtype = amp_dtype
+        self.bucket = bucket
+        self.max_width = max_width
         self.queries = 0
 
     def _autocast(self) -> contextlib.AbstractContextManager:
@@ -45,20 +49,22 @@ class ModelClassifier(Classifier):
             return np.zeros((0, width), dtype=np.float32)
         encoded = Encoded(self.bundle.tokenize(list(texts)), np.zeros(len(texts), dtype=np.int64))
         self.method.train(dropout)
-        out: np.ndarray | None = None
+        batches = sorted_batches(encoded.lengths, self.batch_size)
+        parts = []
         try:
-            for index in sorted_batches(encoded.lengths, self.batch_size):
-                batch = {k: v.to(self.device) for k, v in
-                         collate(encoded, index, self.bundle.pad_id, self.bundle.min_length).items()}
+            for index in batches:
+                batch = to_device(collate(encoded, index, self.bundle.pad_id, self.bundle.min_length,
+                                          bucket=self.bucket, max_width=self.max_width,
+                                          pin=self.device.type == "cuda"), self.device)
                 with self._autocast():
                     values = (self.method.logits(batch) if output == "logits"
                               else self.method.encode(batch).pooled)
-                values = values.float().cpu().numpy()
-                if out is None:
-                    out = np.zeros((len(texts), values.shape[1]), dtype=np.float32)
-                out[index] = values
+                parts.append(values.float())
         finally:
             self.method.eval()
+        values = torch.cat(parts).cpu().numpy()  # one copy to the host for all batches
+        out = np.zeros_like(values)
+        out[np.concatenate(batches)] = values
         return out
 
     def predict_proba(self, texts: list[str]) -> np.ndarray:
