@@ -42,12 +42,59 @@ def seed_list(text: str) -> list[int]:
         for part in comma_list(text):
             if "-" in part[1:]:
                 first, last = part.split("-", 1)
+                if int(last) < int(first):
+                    raise argparse.ArgumentTypeError(f"seed range {part!r} is empty; write it low-high, "
+                                                     f"e.g. {last}-{first}")
                 seeds.extend(range(int(first), int(last) + 1))
             else:
                 seeds.append(int(part))
     except ValueError:
         raise argparse.ArgumentTypeError(f"seeds must look like 1,2,3 or 1-3, not {text!r}") from None
     return seeds
+
+
+LIST_FLAGS = {  # list options of `bench run`: dest -> (flag, what it names, what to give instead)
+    "methods": ("--methods", "method", "nothing to run; give at least one, e.g. --methods ce,supcon (see "
+                                       "`bench list methods`)"),
+    "datasets": ("--datasets", "dataset", "nothing to run; give at least one card name or folder, e.g. "
+                                          "--datasets mr (see `bench list datasets`)"),
+    "encoders": ("--encoder", "encoder", "nothing to run; give at least one, e.g. --encoder minilm (see "
+                                         "`bench list encoders`)"),
+    "seeds": ("--seeds", "seed", "nothing to run; give at least one, e.g. --seeds 1,2,3 or --seeds 1-3"),
+    "evaluators": ("--evaluators", "evaluator", "give at least one (see `bench list evaluators`), or "
+                                                "--evaluators none to run none"),
+}
+
+
+def require_names(args: argparse.Namespace, file_run: dict[str, Any]) -> None:
+    """A BenchError for a list option that names nothing (`--methods ,`, `methods: []` in a config file), which
+    would otherwise fall back to the defaults in silence."""
+    from bench.settings import as_list
+
+    for dest, (flag, noun, fix) in LIST_FLAGS.items():
+        if getattr(args, dest, None) == []:
+            raise BenchError(f"{flag} names no {noun}: {fix}")
+        if dest != "evaluators" and getattr(args, dest, None) is None and dest in file_run \
+                and not as_list(file_run[dest] if file_run[dest] is not None else ""):
+            raise BenchError(f"config file {args.config}: {dest} is empty: nothing to run; list at least one "
+                             f"{noun}, or drop the key for the default")
+
+
+def check_folders(args: argparse.Namespace, file_run: dict[str, Any]) -> None:
+    """Fail at once, before any data is loaded, on a results folder that cannot be written (a file, a folder
+    under a file, no permission) and on a data folder that does not exist."""
+    from bench.store import check_results_dir
+
+    config = f"config file {args.config}"
+    given_as = ("--results-dir" if args.results_dir else f"results_dir in {config}" if file_run.get("results_dir")
+                else "$BENCH_RESULTS_DIR" if os.environ.get("BENCH_RESULTS_DIR") else "the default")
+    check_results_dir(resolve_results_dir(args.results_dir or file_run.get("results_dir")), given_as)
+    data_dir = args.data_dir or file_run.get("data_dir")
+    if data_dir and not Path(data_dir).expanduser().is_dir():
+        state = "is not a folder" if Path(data_dir).expanduser().exists() else "does not exist"
+        source = "--data-dir" if args.data_dir else f"data_dir in {config}"
+        raise BenchError(f"data folder {data_dir} ({source}) {state}; give the folder that holds "
+                         "<name>/train.jsonl and test.jsonl (or .jsonl.gz/.csv/.tsv)")
 
 
 EVAL_HELP = {
@@ -242,6 +289,8 @@ def run_options(args: argparse.Namespace) -> dict[str, Any]:
     from bench.settings import as_list, load_config_file, parse_assignment, split_settings
 
     file_run, settings = load_config_file(args.config) if args.config else ({}, {})
+    require_names(args, file_run)
+    check_folders(args, file_run)
     settings.update({n: getattr(args, n) for n in TrainConfig.field_names() if getattr(args, n) is not None})
     settings.update(dict(parse_assignment(a) for a in args.assignments))
     overrides, knobs = split_settings(settings)
@@ -389,6 +438,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         detail = f"test accuracy {accuracy:.4f}" if accuracy is not None else outcome.message
         print(f"[{i}/{n}] {outcome.status:7s} {outcome.key}  {detail}"
               + (f"  ({outcome.seconds:.0f}s)" if outcome.status == "done" else ""), file=sys.stderr)
+        if outcome.status == "done" and outcome.message:  # a finished run whose result is suspect (collapsed)
+            print(f"warning: {outcome.key} {outcome.message}", file=sys.stderr)
         failed_evaluations.extend(print_evaluations(outcome.evaluations))
 
     failed_evaluations: list[Any] = []
@@ -404,6 +455,12 @@ def cmd_run(args: argparse.Namespace) -> int:
     if failed:
         print(f"bench: {len(failed)} of {len(outcomes)} shard(s) failed:", file=sys.stderr)
         for o in failed:
+            print(f"  {o.key}: {o.message}", file=sys.stderr)
+    held = [o for o in outcomes if o.status == "held"]
+    if held:  # not a failure: another runner trains them (see bench.lease)
+        print(f"bench: {len(held)} of {len(outcomes)} shard(s) held by another runner, not run here (see `bench "
+              "status`; a shard it leaves unfinished is taken over by the next `bench run`):", file=sys.stderr)
+        for o in held:
             print(f"  {o.key}: {o.message}", file=sys.stderr)
     report_failed_evaluations(failed_evaluations, " (the runs' training results are kept)")
     return 1 if failed or failed_evaluations else 0

@@ -3,12 +3,16 @@ checking it, and carving a stratified validation split where a dataset has none.
 
 from __future__ import annotations
 
+import difflib
 import gzip
 import hashlib
 import importlib
+import io
 import json
 import logging
+import numbers
 import os
+import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Iterator
@@ -82,42 +86,81 @@ class TextData:
 
 # ----------------------------------------------------------------------------------------------- raw rows
 
+GZIP_MAGIC = b"\x1f\x8b"  # the first two bytes of every gzip file
+LABEL_TYPES = "a string, an integer or a boolean"  # what one row's label may be (1.0 counts as the integer 1)
+
+
+def one_line(exc: BaseException) -> str:
+    """An exception's message on one line (the CLI prints every error as one line)."""
+    return " ".join(str(exc).split()) or exc.__class__.__name__
+
+
+def read_text(path: Path) -> str:
+    """The text of a UTF-8 file, gunzipped when its name ends in .gz. A file that is not what its name says (a
+    .gz that is not gzip, gzip without .gz, not UTF-8) raises a BenchError saying what it should be and how to
+    fix it; a UTF-8 byte-order mark is dropped."""
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise BenchError(f"cannot read {path}: {exc.strerror or one_line(exc)}") from exc
+    if path.name.lower().endswith(".gz"):
+        if not data.startswith(GZIP_MAGIC):
+            raise BenchError(f"{path} is not gzip-compressed: expected gzip (its name ends in .gz); rename it to "
+                             f"{path.name[:-3]} if it is plain text")
+        try:
+            data = gzip.decompress(data)
+        except (OSError, EOFError, zlib.error) as exc:
+            raise BenchError(f"{path} is a damaged gzip file ({one_line(exc)}); re-create or re-download "
+                             "it") from exc
+    elif data.startswith(GZIP_MAGIC):
+        raise BenchError(f"{path} is gzip-compressed but its name does not end in .gz; rename it to "
+                         f"{path.name}.gz")
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line = data[:exc.start].count(b"\n") + 1
+        hint = " (it looks like UTF-16)" if data[:2] in (b"\xff\xfe", b"\xfe\xff") else ""
+        raise BenchError(f"{path} is not UTF-8 text: byte 0x{data[exc.start]:02x} on line {line} is not valid "
+                         f"UTF-8{hint}; re-save it as UTF-8") from exc
+
+
 def numbered_json_lines(path: Path) -> Iterator[tuple[int, Any]]:
     """(line number, parsed value) for every non-blank line of a JSON Lines file (optionally gzipped); a line
-    that is not JSON raises a BenchError naming it. Read errors propagate to the caller."""
-    opener = gzip.open if path.name.lower().endswith(".gz") else open
-    with opener(path, "rt", encoding="utf-8") as handle:
-        for number, line in enumerate(handle, start=1):
-            if not line.strip():
-                continue
-            try:
-                yield number, json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise BenchError(f"malformed JSON on line {number} of {path}: {exc.msg}; "
-                                 "each line must be one JSON object") from exc
+    that is not JSON, or a file that is not (gzipped) UTF-8 text, raises a BenchError naming it."""
+    for number, line in enumerate(io.StringIO(read_text(path), newline=None), start=1):
+        if not line.strip():
+            continue
+        try:
+            yield number, json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise BenchError(f"malformed JSON on line {number} of {path}: {exc.msg}; "
+                             "each line must be one JSON object") from exc
 
 
 def read_rows(path: Path) -> list[dict[str, Any]]:
     """Rows of a JSON Lines (optionally gzipped), CSV or TSV file, as dicts."""
     name = path.name.lower()
-    try:
-        if name.endswith((".csv", ".tsv")):
-            import pandas as pd
+    if name.endswith((".csv", ".tsv")):
+        import pandas as pd
 
-            frame = pd.read_csv(path, sep="\t" if name.endswith(".tsv") else ",", dtype=str,
-                                keep_default_na=False, encoding="utf-8")
-            return frame.to_dict(orient="records")
-        rows = []
-        for number, row in numbered_json_lines(path):
-            if not isinstance(row, dict):
-                raise BenchError(f"line {number} of {path} is not a JSON object; "
-                                 'each line must look like {"text": ..., "label": ...}')
-            rows.append(row)
-        return rows
-    except BenchError:
-        raise
-    except (OSError, UnicodeDecodeError, EOFError, ValueError) as exc:
-        raise BenchError(f"cannot read {path}: {exc.__class__.__name__}: {exc}") from exc
+        text = read_text(path)
+        if not text.strip():
+            raise BenchError(f"{path} is empty; it needs a header line naming the columns (e.g. text,label) "
+                             "and one row per example")
+        try:
+            frame = pd.read_csv(io.StringIO(text), sep="\t" if name.endswith(".tsv") else ",", dtype=str,
+                                keep_default_na=False)
+        except (ValueError, pd.errors.ParserError) as exc:
+            raise BenchError(f"cannot parse {path} as {'TSV' if name.endswith('.tsv') else 'CSV'}: "
+                             f"{one_line(exc)}") from exc
+        return frame.to_dict(orient="records")
+    rows = []
+    for number, row in numbered_json_lines(path):
+        if not isinstance(row, dict):
+            raise BenchError(f"line {number} of {path} is not a JSON object; "
+                             'each line must look like {"text": ..., "label": ...}')
+        rows.append(row)
+    return rows
 
 
 def find_split_file(folder: Path, split: str) -> Path | None:
@@ -129,9 +172,58 @@ def find_split_file(folder: Path, split: str) -> Path | None:
     return None
 
 
+def require_fields(rows: list[dict[str, Any]], fields: tuple[str, ...], where: str) -> None:
+    """A BenchError when no row has one of `fields`: it names the field and lists the columns (CSV/TSV) or
+    keys (JSON) that are there."""
+    tabular = where.lower().endswith((".csv", ".tsv"))
+    found = list(dict.fromkeys(str(key) for row in rows[:1000] for key in row))
+    for name in fields:
+        if rows and not any(name in row for row in rows):
+            close = difflib.get_close_matches(name, found, n=1, cutoff=0.6)
+            hint = f" (is it {close[0]!r}?)" if close else ""
+            listed = ", ".join(repr(k) for k in found[:20]) or "none"
+            if tabular:
+                raise BenchError(f"{where} has no {name!r} column; columns found: {listed}{hint}; rename the "
+                                 f"column that holds the {name} to {name!r}")
+            raise BenchError(f"no row of {where} has a {name!r} key; keys found: {listed}{hint}; rename the key "
+                             f"that holds the {name} to {name!r}")
+
+
+def kind_of(value: Any) -> str:
+    """How a JSON value that cannot be a label or text is described to the user."""
+    if isinstance(value, (list, tuple)):
+        return "a list"
+    if isinstance(value, dict):
+        return "an object (dict)"
+    if isinstance(value, (bool, np.bool_)):
+        return "a boolean"
+    if isinstance(value, float):
+        return "a number with a fraction"
+    return f"a {type(value).__name__}"
+
+
+def label_string(value: Any, number: int, where: str, label_field: str) -> str:
+    """One row's label as a string: strings are stripped, integers (and whole floats such as 1.0) written as
+    integers, booleans as True/False; anything else raises a BenchError naming the file, row and value."""
+    if isinstance(value, str):
+        return value.strip()
+    if isinstance(value, (bool, np.bool_)):
+        return str(bool(value))
+    if isinstance(value, numbers.Integral):
+        return str(int(value))
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    shown = json.dumps(value, default=str, ensure_ascii=False) if isinstance(value, (list, dict, float)) \
+        else repr(value)
+    shown = shown if len(shown) <= 40 else shown[:37] + "..."
+    raise BenchError(f"row {number} of {where}: the {label_field!r} value {shown} is {kind_of(value)}; a label "
+                     f"must be {LABEL_TYPES}, one class per row")
+
+
 def rows_to_columns(rows: list[dict[str, Any]], text_field: str, label_field: str, where: str,
                     split: str) -> tuple[list[str], list[str], list[str]]:
     """Ids, texts and label strings from raw rows; bad rows raise a BenchError naming the first one."""
+    require_fields(rows, (text_field, label_field), where)
     ids, texts, labels = [], [], []
     empty = []
     for number, row in enumerate(rows, start=1):
@@ -140,12 +232,16 @@ def rows_to_columns(rows: list[dict[str, Any]], text_field: str, label_field: st
                              f"{text_field!r} and {label_field!r}")
         if label_field not in row or row[label_field] is None or str(row[label_field]).strip() == "":
             raise BenchError(f"row {number} of {where} has no {label_field!r} value; every row needs a label")
-        text = str(row[text_field])
+        text = row[text_field]
+        if isinstance(text, (bool, np.bool_)) or not isinstance(text, (str, int, float)):
+            raise BenchError(f"row {number} of {where}: the {text_field!r} value is {kind_of(text)}; the text "
+                             "must be one string")
+        text = str(text)
         if not text.strip():
             empty.append(number)
         ids.append(str(row.get("id", f"{split}-{number - 1}")))
         texts.append(text)
-        labels.append(str(row[label_field]).strip())
+        labels.append(label_string(row[label_field], number, where, label_field))
     if empty:
         raise BenchError(f"{len(empty)} row(s) of {where} have empty text (first: row {empty[0]}); "
                          "remove or fill them")
@@ -241,6 +337,7 @@ def load_generated(card: Card, seed: int) -> dict[str, tuple]:
 
 
 LOCAL = "local:"  # source of a card dataset found in a data folder: local:<data folder>/<card name>
+FOLDER = "folder:"  # source of a dataset without a card: folder:<absolute path>
 
 
 def source_data_dir(source: str) -> str:
@@ -262,10 +359,29 @@ def load_raw(name: str, data_dir: str | None, data_seed: int) -> tuple[str, Card
         return f"hub:{(card.hub or {}).get('id')}", card, load_hub(card, dirs)
     path = Path(name).expanduser()
     if path.is_dir():
-        return f"folder:{path.resolve()}", None, load_folder(path)
+        return f"{FOLDER}{path.resolve()}", None, load_folder(path)
     if path.exists():
         raise BenchError(f"{name} is a file; pass the folder that holds its train and test files")
-    raise BenchError(DATASETS.unknown_message(name) + " (or give a path to a folder with train/test files)")
+    for base in data_dirs(data_dir):  # a user's folder DIR/NAME, given as --datasets NAME --data-dir DIR
+        folder = base / name
+        if folder.is_dir():
+            return f"{FOLDER}{folder.resolve()}", None, load_folder(folder)
+        if folder.exists():
+            raise BenchError(f"{folder} is a file; a dataset is a folder that holds train and test files")
+    raise BenchError(unknown_dataset_message(name, data_dir))
+
+
+def unknown_dataset_message(name: str, data_dir: str | None) -> str:
+    """One line for a dataset name that is neither a card, a path nor a folder under the data folders: the
+    closest card or folder name, the known cards and the folders found, and the ways to name a dataset."""
+    dirs = [d for d in data_dirs(data_dir) if d.is_dir()]
+    folders = sorted({p.name for d in dirs for p in d.iterdir() if p.is_dir() and not p.name.startswith(".")})
+    message = DATASETS.unknown_message(name, also=folders)
+    if dirs:
+        shown = ", ".join(folders[:20]) + (f" and {len(folders) - 20} more" if len(folders) > 20 else "")
+        message += f"; folders in {', '.join(str(d) for d in dirs)}: {shown or 'none'}"
+    return (message + ". Give a card name, a path to a folder with train/test files, or a folder's name with "
+            "--data-dir DIR (for DIR/NAME)")
 
 
 # ----------------------------------------------------------------------------------------------- checks
@@ -319,7 +435,7 @@ def load_dataset(name: str, data_dir: str | None = None, data_seed: int = 0,
                  val_fraction: float = 0.1) -> TextData:
     """Load, check and split a dataset given by card name or folder path."""
     source, card, raw = load_raw(name, data_dir, data_seed)
-    display = card.name if card else Path(name).expanduser().resolve().name
+    display = card.name if card else Path(source[len(FOLDER):]).name
     for split in ("train", "test"):
         if split not in raw or not raw[split][0]:
             raise BenchError(f"dataset {display!r} has an empty {split} split ({source})")
@@ -329,12 +445,16 @@ def load_dataset(name: str, data_dir: str | None = None, data_seed: int = 0,
     for split, (_, _, labels) in raw.items():
         absent = sorted(set(labels) - train_labels)
         if absent:
-            raise BenchError(f"{display} {split}: label(s) {absent[:5]} never occur in train, so no model can "
-                             "learn them; move such examples into train or drop them")
+            raise BenchError(f"dataset {display!r}: {split} label(s) {absent[:5]} never occur in train, so no "
+                             "model can learn them; move such examples into train or drop them")
         unknown = sorted(set(labels) - set(index))
         if unknown:
-            raise BenchError(f"{display} {split}: label(s) {unknown[:5]} are not among the known labels "
-                             f"{label_names[:20]}; fix the data or the card")
+            raise BenchError(f"dataset {display!r}: {split} label(s) {unknown[:5]} are not among the known "
+                             f"labels {label_names[:20]}; fix the data or the card")
+    if len(train_labels) < 2:
+        raise BenchError(f"dataset {display!r}: train has a single class ({next(iter(train_labels))!r} in all "
+                         f"{len(raw['train'][2])} rows of {source}); a classifier needs at least two classes in "
+                         "train: add examples of the other class(es)")
     splits = {s: Split(list(ids), list(texts), np.array([index[l] for l in labels], dtype=np.int64))
               for s, (ids, texts, labels) in raw.items()}
     warnings = size_warnings(card, raw, source)
@@ -343,6 +463,10 @@ def load_dataset(name: str, data_dir: str | None = None, data_seed: int = 0,
     else:
         train, validation = carve_validation(splits["train"], val_fraction, data_seed)
         val_source = f"stratified {val_fraction:.0%} of train (data seed {data_seed})"
+        lost = sorted(set(splits["train"].labels.tolist()) - set(train.labels.tolist()))
+        if lost:  # a safeguard: carve_validation keeps every class in train
+            raise BenchError(f"dataset {display!r}: carving a {val_fraction:.0%} validation split left no train "
+                             f"examples of {[label_names[i] for i in lost[:5]]}; add a validation file or more data")
     for message in warnings:
         log.warning(message)
     return TextData(display, label_names, train, validation, splits["test"], source, val_source,

@@ -13,6 +13,30 @@ def softmax(logits: np.ndarray) -> np.ndarray:
     return exp / exp.sum(axis=1, keepdims=True)
 
 
+COLLAPSE_RATIO = 0.1  # predicted-class entropy below this share of the gold labels' entropy: collapsed
+
+
+def class_entropy(labels: np.ndarray, num_classes: int) -> float:
+    """Entropy (nats) of the distribution of `labels` over `num_classes` classes."""
+    shares = np.bincount(labels, minlength=num_classes) / max(len(labels), 1)
+    shares = shares[shares > 0]
+    return float(-(shares * np.log(shares)).sum()) + 0.0  # + 0.0: no "-0.00" for one class
+
+
+def collapse_note(gold: np.ndarray, predicted: np.ndarray, label_names: list[str]) -> str:
+    """Why a model counts as collapsed (it predicts nearly one class whatever the input), or "" if it does not:
+    the entropy of its predicted classes is below COLLAPSE_RATIO of the gold labels' entropy."""
+    n = len(label_names)
+    gold_entropy, predicted_entropy = class_entropy(gold, n), class_entropy(predicted, n)
+    if gold_entropy == 0 or predicted_entropy >= COLLAPSE_RATIO * gold_entropy:
+        return ""
+    top = int(np.bincount(predicted, minlength=n).argmax())
+    share = float((predicted == top).mean())
+    return (f"predicts '{label_names[top]}' for {share:.0%} of test examples (predicted-class entropy "
+            f"{predicted_entropy:.2f} vs {gold_entropy:.2f} of the gold labels): a collapsed model, not a result; "
+            "try another --lr or more --epochs")
+
+
 def classification_records(gold: np.ndarray, predicted: np.ndarray, label_names: list[str]) -> list[dict]:
     """Accuracy, macro-F1 (over classes in gold or predictions, as scikit-learn does) and per-class
     precision/recall/F1 (label = class name; '' for aggregates)."""

@@ -50,5 +50,6 @@ def provenance(device: torch.device) -> dict[str, Any]:
         "transformers_version": transformers.__version__,
         "python_version": platform.python_version(),
         "device": device_name(device),
+        "cpu_threads": torch.get_num_threads(),  # CPU threads of this process (--jobs K shares the cores)
         "host": socket.gethostname(),
     }

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import difflib
-from typing import Callable, Generic, Iterator, TypeVar
+from typing import Callable, Generic, Iterator, Sequence, TypeVar
 
 from bench.errors import BenchError
 
@@ -62,10 +62,11 @@ class Registry(Generic[T]):
         """The aliases that point at `name`."""
         return sorted(a for a, target in self._aliases.items() if target == name)
 
-    def unknown_message(self, name: str) -> str:
-        """One line naming the unknown name, the closest match and every known name."""
+    def unknown_message(self, name: str, also: Sequence[str] = ()) -> str:
+        """One line naming the unknown name, the closest match (among the known names and `also`, e.g. the
+        user's dataset folders) and every known name."""
         known = sorted([*self._entries, *self._aliases])
-        close = difflib.get_close_matches(name, known, n=1, cutoff=0.6)
+        close = difflib.get_close_matches(name, [*known, *also], n=1, cutoff=0.6)
         hint = f" Did you mean {close[0]!r}?" if close else ""
         return f"unknown {self.kind} {name!r}.{hint} Known {self.kind}s: {', '.join(known) or '(none)'}"
 

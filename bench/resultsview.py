@@ -148,7 +148,22 @@ def mix_warnings(frame: pd.DataFrame) -> list[str]:
     lines += [_mixed(group, [*CELL_KEYS, "evaluator", "split", "metric"], "eval_hash", "evaluator settings",
                      f"{evaluator} rows of one metric (tables keep settings apart, never averaged)", depth=4)
               for evaluator, group in evaluated.groupby("evaluator", sort=True)]
+    lines.append(collapsed_runs(rows))
     return [line for line in lines if line]
+
+
+def collapsed_runs(rows: pd.DataFrame) -> str | None:
+    """A warning line naming the runs flagged `collapsed` (one predicted class whatever the input) that these
+    rows average in, with the filter that leaves them out."""
+    if "collapsed" not in rows or "run_key" not in rows:
+        return None
+    keys = sorted(set(rows.loc[as_text(rows["collapsed"]) == "1", "run_key"]))
+    if not keys:
+        return None
+    shown = ", ".join(keys[:SHOWN_EXAMPLES]) + (f" and {len(keys) - SHOWN_EXAMPLES} more"
+                                                if len(keys) > SHOWN_EXAMPLES else "")
+    return (f"{len(keys)} collapsed run(s) (the model predicts one class whatever the input) are averaged in: "
+            f"{shown}; leave them out with --filter collapsed=0, or re-run them with another --lr")
 
 
 def _mixed(rows: pd.DataFrame, keys: list[str], column: str, what: str, where: str, depth: int = 0) -> str | None:

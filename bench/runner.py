@@ -59,6 +59,7 @@ def plan(method_names: list[str], dataset_names: list[str], encoder_names: list[
     `overrides` are training settings; `method_knobs` maps a method to its changed knobs; the evaluators
     in `request` check their options against each dataset before anything runs.
     """
+    from bench.data import FOLDER
     from bench.evaluation import build_evaluators
 
     if not (method_names and dataset_names and encoder_names and seeds):
@@ -73,7 +74,8 @@ def plan(method_names: list[str], dataset_names: list[str], encoder_names: list[
     for dataset in dataset_names:
         cfg = train_config(dataset, overrides)
         data = load_dataset(dataset, data_dir, cfg.data_seed, cfg.val_fraction)
-        source = data_ref(dataset, data_dir, cfg.data_seed, cfg.val_fraction)
+        found = data.source[len(FOLDER):] if data.source.startswith(FOLDER) else dataset  # e.g. DIR/NAME
+        source = data_ref(found, data_dir, cfg.data_seed, cfg.val_fraction)
         for evaluator in build_evaluators(list(request.evaluators)):
             evaluator.check(request.options, data, results_dir)
         for method in method_names:
@@ -143,6 +145,9 @@ def execute(shards: list[Shard], results_dir: Path, jobs: int = 1, device: str =
     """Run shards (skipping finished ones unless `overwrite`); a failed shard never stops the others.
 
     Several workers (`jobs`, or `shards_per_gpu` per GPU) run in spawned processes, each pinned to one GPU.
+    Every shard is claimed by `run_shard` itself (bench.lease), in whichever process runs it -- here, a pool
+    worker or a SLURM array task (bench.executors calls this) -- so a shard that another live runner holds on
+    the same results folder is left to it (outcome `held`), and one whose holder died is taken over.
     """
     report = report or (lambda i, n, o: None)
     outcomes: list[ShardOutcome] = []

@@ -16,7 +16,7 @@ import numpy as np
 from sklearn.metrics import confusion_matrix
 
 import methods  # noqa: F401  (registers the methods)
-from bench import store
+from bench import lease, store
 from bench.batching import Encoded, auto_bucket
 from bench.data import TextData
 from bench.encoders import build_encoder
@@ -25,7 +25,7 @@ from bench.evaluation import (EvalOutcome, build_evaluators, evaluate_run, is_do
                               load_run_classifier)
 from bench.evaluators.base import EvalOptions
 from bench.evaluators.model import MODEL_FILE, ModelClassifier, save_model
-from bench.metrics import classification_records, softmax
+from bench.metrics import classification_records, collapse_note, softmax
 from bench.provenance import provenance
 from bench.registry import METHODS
 from bench.spec import RunSpec
@@ -41,7 +41,8 @@ CACHE = ".cache"  # under the results folder: augmented views shared by runs on 
 
 @dataclass
 class ShardOutcome:
-    """How a shard ended: `done`, `skipped` (already finished) or `failed` (with the reason)."""
+    """How a shard ended: `done`, `skipped` (already finished), `held` (another live runner holds its lease and
+    trains it; not a failure) or `failed` (with the reason)."""
 
     key: str
     status: str
@@ -72,40 +73,75 @@ class ShardRequest:
 def run_shard(spec: RunSpec, data: TextData, results_dir: Path, device: str = "auto",
               overwrite: bool = False, progress: bool = True, gather: bool = True,
               request: ShardRequest = ShardRequest()) -> ShardOutcome:
-    """Run one shard unless it is already finished (then only its missing evaluations); failures are
-    recorded, never raised."""
+    """Run one shard unless it is already finished (then only its missing evaluations) or another live runner
+    holds its lease (then it is left to that runner: status `held`); failures are recorded, never raised.
+
+    Everything this writes into the run folder (tidying up, --overwrite's reset, the checkpoint's load and
+    removal, results, evaluations) happens while it holds the shard's lease (bench.lease); a finished shard
+    with nothing to tend is skipped without one."""
     run_dir = results_dir / spec.key
-    if overwrite:
-        store.reset_run(run_dir)
-    elif store.is_finished(run_dir):
-        tidy(run_dir)
+    if not overwrite and store.is_finished(run_dir) and not needs_tending(run_dir, request):
         outcome = ShardOutcome(spec.key, "skipped", "already finished", rows=store.read_json(run_dir / store.ROWS))
-        outcome.evaluations = evaluate_finished(spec, data, run_dir, device, request)
-        if gather and (any(e.status in ("done", "skipped") for e in outcome.evaluations)
-                       or store.table_is_stale(results_dir, run_dir)):
+        if gather and store.table_is_stale(results_dir, run_dir):
             store.gather(results_dir)
         return outcome
-    tidy(run_dir)
+    try:
+        claim = lease.acquire(run_dir)
+    except lease.Held as held:
+        if not overwrite and store.is_finished(run_dir):  # its holder evaluates or tidies it: left to it
+            return ShardOutcome(spec.key, "skipped", f"already finished; {held.info.holder} holds it (evaluating "
+                                f"or tidying up), left to it", rows=store.read_json(run_dir / store.ROWS))
+        return ShardOutcome(spec.key, "held", held.info.describe())
     started = time.perf_counter()
     try:
-        rows, evaluations = train_and_evaluate(spec, data, run_dir, device, progress, started, request)
-    except BenchError as exc:
-        return fail(run_dir, spec, str(exc), "", started)
-    except Exception as exc:  # a bug or an environment problem: keep the traceback with the run
-        return fail(run_dir, spec, f"{exc.__class__.__name__}: {exc}", traceback.format_exc(), started)
-    if gather:
+        with claim:  # released when the shard ends, done or failed
+            if overwrite:
+                store.reset_run(run_dir)
+            tidy(run_dir)
+            if store.is_finished(run_dir):  # finished by another runner before this one got the lease
+                outcome = ShardOutcome(spec.key, "skipped", "already finished",
+                                       rows=store.read_json(run_dir / store.ROWS))
+                outcome.evaluations = evaluate_finished(spec, data, run_dir, device, request)
+            else:
+                try:
+                    rows, evaluations, warning = train_and_evaluate(spec, data, run_dir, device, progress, started,
+                                                                    request)
+                except lease.LeaseLost:
+                    raise
+                except BenchError as exc:
+                    return fail(run_dir, spec, str(exc), "", started)
+                except Exception as exc:  # a bug or an environment problem: keep the traceback with the run
+                    return fail(run_dir, spec, f"{exc.__class__.__name__}: {exc}", traceback.format_exc(), started)
+                outcome = ShardOutcome(spec.key, "done", warning, seconds=time.perf_counter() - started,
+                                       rows=rows, evaluations=evaluations)
+    except lease.LeaseLost as exc:  # stalled past the lease timeout: another runner has the shard now
+        return ShardOutcome(spec.key, "held", str(exc), time.perf_counter() - started)
+    if gather and (outcome.status == "done" or any(e.status in ("done", "skipped") for e in outcome.evaluations)
+                   or store.table_is_stale(results_dir, run_dir)):
         store.gather(results_dir)
-    return ShardOutcome(spec.key, "done", seconds=time.perf_counter() - started, rows=rows,
-                        evaluations=evaluations)
+    return outcome
+
+
+def needs_tending(run_dir: Path, request: ShardRequest) -> bool:
+    """Whether a finished run has anything left to write or clean up (a requested evaluation it lacks, debris
+    of a killed process, a lease), which takes its lease; else it is skipped without one."""
+    evals = run_dir / store.EVALS
+    if (run_dir / CHECKPOINT).exists() or any(run_dir.glob(f".{lease.LEASE}*")) or (run_dir / lease.LEASE).exists():
+        return True
+    if any(run_dir.glob(".*.*.tmp")) or any(evals.glob(".*.*.tmp")) or any(evals.glob("*/.*.*.tmp")):
+        return True
+    return any(not is_done(run_dir, e, request.options) for e in build_evaluators(list(request.evaluators)))
 
 
 def tidy(run_dir: Path) -> None:
-    """Remove what a process killed in this run left behind: temporary files of interrupted writes, and the
-    resume checkpoint of a finished run (killed between writing the rows and removing it). Only the process
-    running a shard writes into its folder, so none of these files can be in use."""
+    """Remove what a process killed in this run left behind: temporary files of interrupted writes, the
+    resume checkpoint of a finished run (killed between writing the rows and removing it), and old leftovers of
+    lease take-overs. Only the holder of the shard's lease writes into its folder, and this runs while holding
+    it, so none of these files can be in use."""
     evals = run_dir / store.EVALS
     for folder in (run_dir, evals, *(sorted(p for p in evals.glob("*") if p.is_dir()) if evals.is_dir() else [])):
         store.remove_temporaries(folder)
+    lease.remove_graves(run_dir)
     if store.is_finished(run_dir):
         (run_dir / CHECKPOINT).unlink(missing_ok=True)
 
@@ -138,9 +174,9 @@ def fail(run_dir: Path, spec: RunSpec, reason: str, trace: str, started: float) 
 
 def train_and_evaluate(spec: RunSpec, data: TextData, run_dir: Path, device_name: str, progress: bool,
                        started: float, request: ShardRequest = ShardRequest()
-                       ) -> tuple[list[dict[str, Any]], list[EvalOutcome]]:
+                       ) -> tuple[list[dict[str, Any]], list[EvalOutcome], str]:
     """Train, predict on test, write the run folder, then run the requested evaluators; returns the clean
-    result rows and the evaluator outcomes."""
+    result rows, the evaluator outcomes and a warning about the result ("" when there is none)."""
     run_dir.mkdir(parents=True, exist_ok=True)
     (run_dir / store.ERROR).unlink(missing_ok=True)
     store.write_json(run_dir / store.SPEC, {
@@ -173,9 +209,10 @@ def train_and_evaluate(spec: RunSpec, data: TextData, run_dir: Path, device_name
                       checkpoint=run_dir / CHECKPOINT, progress=progress, desc=spec.key, bucket=bucket)
     fit = trainer.fit(encoded["train"], encoded["validation"])
     clock = time.perf_counter()
-    probabilities = softmax(trainer.predict(encoded["test"]))
+    probabilities = softmax(trainer.require_finite_outputs(trainer.predict(encoded["test"]), "test"))
     predicted = probabilities.argmax(1)
     phases["test_seconds"] = time.perf_counter() - clock
+    collapsed = collapse_note(data.test.labels, predicted, data.label_names)
     wall = time.perf_counter() - started
     names = data.label_names
 
@@ -191,7 +228,7 @@ def train_and_evaluate(spec: RunSpec, data: TextData, run_dir: Path, device_name
         "history": fit.history, "best_epoch": fit.best_epoch, "best_val_accuracy": fit.best_val_accuracy,
         "resumed_from_epoch": fit.resumed_from_epoch, "stopped_early": fit.stopped_early,
         "encoder": bundle.info, "phases": {k: round(v, 3) for k, v in phases.items()},
-        "compiled": compiled, "length_bucket": bucket})
+        "compiled": compiled, "length_bucket": bucket, "collapsed": collapsed})
     if fit.method_state:
         store.write_json(run_dir / "method_state.json", fit.method_state)
 
@@ -202,6 +239,7 @@ def train_and_evaluate(spec: RunSpec, data: TextData, run_dir: Path, device_name
             "wall_seconds": round(wall, 2),
             "train_seconds": round(sum(h["seconds"] for h in fit.history), 2),  # all epochs, across resumes
             **{k: round(v, 2) for k, v in phases.items()},  # this process's fixed costs (build, tokenise, test)
+            "collapsed": int(bool(collapsed)),  # 1: the model predicts one class whatever the input
             "compiled": compiled, "length_bucket": bucket,  # speed settings: not in the run key, recorded here
             **provenance(device), "finished_at": datetime.now(timezone.utc).isoformat()}
     rows = [{**base, "split": "test", **record, **meta}
@@ -216,4 +254,4 @@ def train_and_evaluate(spec: RunSpec, data: TextData, run_dir: Path, device_name
                                  max_width=spec.train.max_length)
     evaluations = evaluate_run(spec, data, classifier, run_dir, build_evaluators(list(request.evaluators)),
                                request.options, device, explicit=request.explicit)
-    return rows, evaluations
+    return rows, evaluations, collapsed

@@ -1,5 +1,6 @@
-"""`bench status`: the state of every shard under a results folder, from its files and, for shards submitted to
-SLURM, the scheduler's job state (sacct, parsed by submitit). Light imports only (no torch)."""
+"""`bench status`: the state of every shard under a results folder, from its files (its lease says which runner
+trains it now, see bench.lease) and, for shards submitted to SLURM, the scheduler's job state (sacct, parsed by
+submitit). Light imports only (no torch)."""
 
 from __future__ import annotations
 
@@ -10,13 +11,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from bench import store
+from bench import lease, store
 from bench.errors import BenchError
 
 SUBMISSIONS = ".slurm"  # under the results folder: one submitit folder per submission
 SUBMITTED = "submitted.json"  # in each submission folder: shard key -> job
 CHECKPOINT = "checkpoint.pt"  # as in bench.shard (not imported: it pulls in torch)
-RUN_FILES = (store.ROWS, store.SPEC, store.ERROR, CHECKPOINT)
+RUN_FILES = (store.ROWS, store.SPEC, store.ERROR, CHECKPOINT, lease.LEASE)
 STATES = ("done", "running", "pending", "failed", "interrupted", "unknown")
 QUEUED = {"PENDING", "REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED", "CONFIGURING", "RESV_DEL_HOLD", "SPECIAL_EXIT"}
 RUNNING = {"RUNNING", "COMPLETING", "SUSPENDED", "STAGE_OUT", "SIGNALING", "RESIZING", "STOPPED"}
@@ -92,6 +93,12 @@ def decide(key: str, run_dir: Path | None, submitted: dict[str, Any] | None,
     job = submitted["job_id"] if submitted else ""
     if has(store.ROWS):
         return ShardStatus(key, "done", "", job)
+    holder = lease.read(run_dir) if run_dir is not None else None
+    stale = lease.stale_reason(holder) if holder is not None else ""
+    if holder is not None and not stale:  # a live runner holds the shard (local, or a SLURM task)
+        slurm = f"; slurm {scheduler}" if submitted and scheduler else ""
+        return ShardStatus(key, "running", f"{holder.describe()}{slurm}", job)
+    stale = f"stale lease of {holder.holder} ({stale}); " if holder is not None else ""
     if submitted and scheduler in QUEUED | RUNNING:
         state = "pending" if scheduler in QUEUED else "running"
         detail = "; will resume from its checkpoint" if state == "pending" and has(CHECKPOINT) else ""
@@ -110,8 +117,10 @@ def decide(key: str, run_dir: Path | None, submitted: dict[str, Any] | None,
         if scheduler == "UNKNOWN":
             return ShardStatus(key, "unknown", f"the scheduler has no record of job {job} ({progress})", job)
         state = "failed" if scheduler in FAILED else "interrupted"
-        return ShardStatus(key, state, f"slurm job ended {scheduler}; {progress}{log}", job)
-    return ShardStatus(key, "interrupted", f"{progress} (killed, or running locally now); "
+        return ShardStatus(key, state, f"slurm job ended {scheduler}; {stale}{progress}{log}", job)
+    if stale:
+        return ShardStatus(key, "interrupted", f"{stale}{progress}; `bench run --resume` continues it")
+    return ShardStatus(key, "interrupted", f"{progress} (no runner holds it); "
                                            "`bench run --resume` continues it")
 
 

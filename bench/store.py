@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 from typing import Any, Iterator
 
+from bench import lease
 from bench.errors import BenchError
 
 ROWS = "rows.json"
@@ -33,6 +34,28 @@ def results_dir(given: str | Path | None = None) -> Path:
     return Path(given or os.environ.get("BENCH_RESULTS_DIR") or DEFAULT_RESULTS)
 
 
+def check_results_dir(path: Path, given_as: str = "--results-dir") -> None:
+    """A BenchError, before anything is loaded or written, unless `path` is a writable folder or can be created
+    as one; creates nothing. `given_as` says where the path came from (a flag, a config key, a variable)."""
+    path = Path(path).expanduser()
+    fix = "choose another folder with --results-dir" if given_as == "--results-dir" else \
+        f"choose another folder with --results-dir (or fix {given_as})"
+    for existing in (path, *path.absolute().parents):
+        if existing.is_symlink() and not existing.exists():
+            raise BenchError(f"results folder {path} ({given_as}) cannot be created: {existing} is a broken "
+                             f"symbolic link; {fix}")
+        if not existing.exists():
+            continue
+        if not existing.is_dir():
+            where = "is a file, not a folder" if existing == path else f"cannot be created: {existing} is a file"
+            raise BenchError(f"results folder {path} ({given_as}) {where}; {fix}")
+        if not os.access(existing, os.W_OK | os.X_OK):
+            where = "is not writable" if existing == path else f"cannot be created: {existing} is not writable"
+            raise BenchError(f"results folder {path} ({given_as}) {where}; {fix}, or give yourself write "
+                             f"permission on {existing}")
+        return
+
+
 @contextlib.contextmanager
 def atomic_path(path: Path) -> Iterator[Path]:
     """Yield a temporary path beside `path`; on success it replaces `path` in one rename."""
@@ -44,6 +67,7 @@ def atomic_path(path: Path) -> Iterator[Path]:
         yield Path(tmp)
         with open(tmp, "rb") as f:
             os.fsync(f.fileno())
+        lease.guard(path)  # a runner that lost its shard's lease to another must not overwrite its files
         os.replace(tmp, path)
     finally:
         if os.path.exists(tmp):
@@ -115,9 +139,16 @@ def is_finished(run_dir: Path) -> bool:
 
 
 def reset_run(run_dir: Path) -> None:
-    """Remove a run folder completely (used by --overwrite)."""
-    if run_dir.exists():
-        shutil.rmtree(run_dir)
+    """Empty a run folder (used by --overwrite, by the holder of the shard's lease): everything but the lease."""
+    if not run_dir.exists():
+        return
+    for entry in run_dir.iterdir():
+        if lease.is_lease_file(entry.name):
+            continue
+        if entry.is_dir() and not entry.is_symlink():
+            shutil.rmtree(entry)
+        else:
+            entry.unlink(missing_ok=True)
 
 
 @contextlib.contextmanager

@@ -43,7 +43,8 @@ NOT_SETTINGS = {"run_key", "method", "dataset", "encoder", "seed", "evaluator", 
                 "data_fingerprint",
                 "best_epoch", "epochs_run", "wall_seconds", "train_seconds", "clbench_version", "git_commit",
                 "torch_version", "transformers_version", "python_version", "device", "host", "finished_at",
-                "eval_hash", "eval_seconds"}
+                "eval_hash", "eval_seconds", "cpu_threads", "collapsed", "compiled", "length_bucket",
+                "build_seconds", "prepare_seconds", "tokenize_seconds", "test_seconds"}
 
 # vs-paper: dataset-card `paper` entries -> (paper encoder family, our method); entries not listed are left out
 PAPER_MAP: dict[str, dict[str, tuple[str, str]]] = {

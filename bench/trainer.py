@@ -170,9 +170,9 @@ class Trainer:
             out[np.concatenate(batches)] = torch.cat(parts).cpu().numpy()
         return out
 
-    def evaluate(self, data: Encoded) -> tuple[float, np.ndarray]:
-        """Accuracy and confusion matrix on `data`."""
-        predicted = self.predict(data).argmax(1)
+    def evaluate(self, data: Encoded, what: str = "validation") -> tuple[float, np.ndarray]:
+        """Accuracy and confusion matrix on `data` (non-finite outputs fail the shard)."""
+        predicted = self.require_finite_outputs(self.predict(data), what).argmax(1)
         confusion = confusion_matrix(data.labels, predicted, labels=range(self.method.num_labels))
         return float((predicted == data.labels).mean()), confusion
 
@@ -193,6 +193,7 @@ class Trainer:
             if state["bad_epochs"] >= cfg.patience:
                 break
             record = self.train_epoch(train, epoch, optimizer, scheduler, state, total_steps, val)
+            self.require_finite_weights(epoch)
             accuracy, confusion = self.evaluate(val)
             progress = Progress(epoch + 1, cfg.epochs, state["step"], total_steps)
             self.method.on_eval(confusion, progress)
@@ -268,6 +269,23 @@ class Trainer:
             torch.nn.utils.clip_grad_norm_(self.method.parameters(), self.cfg.max_grad_norm)
         optimizer.step()
         return losses, total
+
+    def require_finite_outputs(self, logits: np.ndarray, what: str) -> np.ndarray:
+        """`logits` unchanged; inf or NaN in them fails the shard (a diverged model has no result)."""
+        bad = int((~np.isfinite(logits).all(axis=1)).sum())
+        if bad:
+            raise BenchError(f"the model's {what} outputs are not finite (inf/NaN for {bad} of {len(logits)} "
+                             "examples): training diverged; lower --lr or use --precision fp32")
+        return logits
+
+    def require_finite_weights(self, epoch: int) -> None:
+        """Fail the shard when any weight became inf or NaN (one device read per epoch)."""
+        params = [p.detach() for p in self.method.parameters()]
+        finite = torch.stack([torch.isfinite(p).all() for p in params]).all() if params else torch.tensor(True)
+        if not bool(finite):
+            names = [n for n, p in self.method.named_parameters() if not torch.isfinite(p).all()]
+            raise BenchError(f"model weights became inf/NaN in epoch {epoch + 1} ({len(names)} tensors, first "
+                             f"{names[0]}): training diverged; lower --lr or use --precision fp32")
 
     def check_finite(self, mean_loss: torch.Tensor, epoch: int, step: int) -> float:
         """The mean loss as a float; a NaN or infinite loss fails the shard with that reason."""

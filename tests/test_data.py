@@ -144,7 +144,8 @@ def test_unreadable_file(tmp_path):
     folder = folder_with(tmp_path, rows(3), rows(1))
     (tmp_path / "bad" / "train.jsonl").unlink()
     (tmp_path / "bad" / "train.jsonl.gz").write_bytes(b"not gzip at all")
-    with pytest.raises(BenchError, match="cannot read .*train.jsonl.gz"):
+    with pytest.raises(BenchError, match="train.jsonl.gz is not gzip-compressed: expected gzip .*rename it to "
+                                         "train.jsonl if it is plain text"):
         load_dataset(folder)
 
 

@@ -1,4 +1,5 @@
-"""The throughput benchmark's FLOP count and peak lookup (benchmarks themselves are run by hand, not timed here)."""
+"""The benchmarks of bench.perf: FLOP counts, peak lookup, wall-time estimates, and each benchmark end to end on
+tiny models (structure and keys only: benchmarks are run by hand, nothing is timed here)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,9 @@ import numpy as np
 import pytest
 import torch
 
+from bench import perf
+from bench.perf import common as perf_common
+from bench.batching import Encoded, collate
 from bench.encoders import build_encoder
 from bench.errors import BenchError
 from bench.perf import gemm_tflops, main as perf_main, peak_tflops, throughput, training_flops
@@ -94,6 +98,7 @@ def test_throughput_reports_both_methods_and_the_gemm_reference():
         device="cpu", precision="fp32", peak_tflops=None)
     report = throughput(args)
     assert set(report["methods"]) == {"ce", "clld-adaptive"}
+    assert report["methods"]["ce"]["host_syncs_per_step"] >= 0   # counted for ce, on an extra untimed epoch
     for entry in report["methods"].values():
         assert entry["seq_per_s"] > 0 and entry["tflops"] > 0 and entry["mfu"] is None
         assert entry["fraction_of_gemm"] == pytest.approx(entry["tflops"] / report["gemm_tflops"], rel=1e-2, abs=1e-3)
@@ -103,3 +108,199 @@ def test_flops_need_a_transformer_encoder():
     bundle = build_encoder("textcnn", ["a b c d", "e f g"], TrainConfig(max_length=16))
     with pytest.raises(BenchError, match="transformer encoders only"):
         training_flops(bundle.model, np.array([3, 4]))
+
+
+# ----------------------------------------------------------------------------------------------- GPU fast path
+# Benchmarks run end to end on the tiny fixture; nothing here is timed (speed is the benchmarks' output, not a
+# property a test can rely on). Every benchmark's stdout must be one JSON document.
+
+TINY = ["--encoder", "tiny-bert", "--max-length", "32", "--rounds", "1"]
+
+
+def run_perf(capsys, *argv) -> tuple[dict, str]:
+    """`python -m bench.perf ARGV` in-process: its parsed stdout (all of it JSON) and its stderr."""
+    assert perf_main([str(a) for a in argv]) == 0
+    captured = capsys.readouterr()
+    return json.loads(captured.out), captured.err
+
+
+def test_stdout_carries_only_the_report_whatever_a_benchmark_prints(monkeypatch, capfd):
+    import os
+    import subprocess
+    import sys
+
+    def noisy(args):
+        print("{'train_runtime': 0.1}")            # what the HF Trainer prints
+        os.write(1, b"native library output\n")   # C code writing to file descriptor 1
+        subprocess.run([sys.executable, "-c", "print('a child process')"], check=True)
+        return {"benchmark": "noisy"}
+
+    monkeypatch.setitem(perf.COMMANDS, "overhead", noisy)
+    assert perf_main(["overhead"]) == 0
+    out, err = capfd.readouterr()
+    assert json.loads(out) == {"benchmark": "noisy", "device_name": perf.device_name("cpu")}
+    for line in ("{'train_runtime': 0.1}", "native library output", "a child process"):
+        assert line in err
+
+
+def test_the_package_imports_lightly_and_re_exports_each_benchmark_function():
+    import subprocess
+    import sys
+    import types
+
+    code = "import sys, bench.perf; print(sorted(m for m in sys.modules if m.split('.')[0] in ('torch', 'methods')))"
+    loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert loaded.strip() == "[]"   # `import bench.perf` loads no benchmark and no torch
+    for name in perf.__all__:       # each re-export is the object its module defines (no submodule shadows it)
+        value = getattr(perf, name)
+        assert not isinstance(value, types.ModuleType) and name in dir(perf)
+    assert perf.throughput is throughput and perf.main is perf_main and perf.prepare is perf_common.prepare
+    with pytest.raises(AttributeError):
+        perf.no_such_name
+
+
+def test_python_m_bench_perf_runs_the_command_line():
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-m", "bench.perf", "--help"], capture_output=True, text=True)
+    assert done.returncode == 0 and done.stdout.startswith("usage: python -m bench.perf")
+    assert "short-texts" in done.stdout and "estimate (expected wall time" in done.stdout
+
+
+def test_prepare_sets_a_model_up_as_a_real_shard(monkeypatch):
+    calls = []
+    real_seed = perf_common.seed_everything
+    monkeypatch.setattr(perf_common, "seed_everything", lambda seed, deterministic=True: (
+        calls.append(deterministic), real_seed(seed, deterministic=True)))
+    args = argparse.Namespace(dataset="demo", data_dir=None, encoder="tiny-bert", batch_size=4, max_length=32,
+                              steps=1, device="cpu", precision="fp32", compile_backend="eager")
+    plain = perf.prepare(args)
+    assert plain.trainer.bucket == 0 and plain.compiled == "" and len(plain.data) == 4   # CPU default: no bucket
+    compiled = perf.prepare(args, compile=True)
+    assert compiled.trainer.bucket == 16 and compiled.compiled == "regional: 2 x BertLayer"
+    assert perf.prepare(args, bucket=8).trainer.bucket == 8
+    args.device = "meta"  # any device but a CPU: no deterministic kernels (as shards on a GPU)
+    perf.prepare(args)
+    assert calls == [True, True, True, False]
+
+
+def test_the_old_collate_pads_like_the_new_one_at_the_exact_width():
+    rng = np.random.default_rng(1)
+    data = Encoded([rng.integers(3, 40, size=n).tolist() for n in rng.integers(1, 20, size=30)],
+                   rng.integers(0, 3, size=30))
+    for _ in range(5):
+        index = rng.choice(30, size=7, replace=False)
+        old, new = perf.old_collate(data, index, pad_id=1, min_length=4), collate(data, index, 1, min_length=4)
+        assert set(old) == set(new) and all(torch.equal(old[k], new[k]) for k in old)
+
+
+def test_short_texts_compares_the_old_loop_with_the_new_on_the_same_sequences(tiny, capsys, monkeypatch):
+    from bench.trainer import Trainer
+
+    asked, real_optimizer = [], Trainer.optimizer
+
+    def optimizer(self, fused=None):
+        asked.append(fused)
+        return real_optimizer(self, fused=fused)
+
+    monkeypatch.setattr(Trainer, "optimizer", optimizer)
+    report, err = run_perf(capsys, "short-texts", "--datasets", tiny, *TINY, "--batch-size", "8", "--steps", "2")
+    assert asked == [None, None]  # old and new: the device's default AdamW (fused on a GPU), no credit for fusing
+    assert "fused on a GPU" in report["old"] and "non-fused" not in report["old"]
+    assert report["benchmark"] == "short-texts" and report["device"] == "cpu" and "CPU" in report["device_name"]
+    entry = report["datasets"][str(tiny)]
+    assert set(entry["seq_per_s"]) == set(entry["ratio_vs_old"]) == {"old", "new"}
+    assert entry["sequences_per_round"]["old"] == entry["sequences_per_round"]["new"] == entry["train_examples"] == 16
+    assert entry["ratio_vs_old"]["old"] == 1.0 and all(v > 0 for v in entry["seq_per_s"].values())
+    assert entry["length_bucket"] == {"old": 0, "new": 0}  # the CPU default bucket
+    assert "warm-up" in err and "round 1/1" in err  # a progress line per round on stderr
+
+
+def test_report_measures_both_batch_sizes_and_gpu_targets_do_not_apply_on_a_cpu(tiny, capsys):
+    report, _ = run_perf(capsys, "report", "--dataset", tiny, *TINY, "--steps", "1", "--quiet")
+    assert report["batch_sizes"] == [32, 128] and set(report["per_batch_size"]) == {"32", "128"}
+    for size, entry in report["per_batch_size"].items():
+        assert entry["throughput"]["batch_size"] == int(size)
+        assert set(entry["throughput"]["methods"]) == {"ce", "clld-adaptive"}
+        assert entry["throughput"]["methods"]["ce"]["host_syncs_per_step"] >= 0
+        assert "ratio_vs_hf_trainer" in entry["hf_trainer"] or "error" in entry["hf_trainer"]  # needs accelerate
+    assert len(report["targets"]) == 6 and {t.split(" at batch ")[1] for t in report["targets"]} == {"32", "128"}
+    assert all(t["met"].startswith("not applicable: a GPU target") for t in report["targets"].values())
+
+
+def test_report_takes_one_batch_size_as_before():
+    args = perf.build_parser().parse_args(["report", "--batch-size", "16"])
+    perf.resolve(args)
+    assert args.batch_size_list == [16]
+    args = perf.build_parser().parse_args(["report", "--batch-size", "16", "--batch-sizes", "8,64"])
+    perf.resolve(args)
+    assert args.batch_size_list == [8, 64]
+
+
+def test_shards_runs_k_training_processes_at_once(tiny, capsys):
+    report, _ = run_perf(capsys, "shards", "--dataset", tiny, *TINY, "--batch-size", "8", "--steps", "2",
+                         "--concurrency", "1,2", "--epochs", "1", "--quiet")
+    assert set(report["concurrency"]) == {"1", "2"} and report["ratio_vs_1"]["1"] == 1.0
+    assert report["measured_by"].startswith("wall time")
+    one, two = (report["concurrency"][k]["launches"][0] for k in ("1", "2"))
+    assert len(one["pids"]) == 1 and len(set(two["pids"])) == 2 and not set(one["pids"]) & set(two["pids"])
+    assert two["sequences"] == 2 * one["sequences"] == 32   # each process trained the same 16 examples
+    assert one["threads_per_process"] >= two["threads_per_process"] >= 1
+    assert 0 <= two["overlap"] <= 1 and report["concurrency"]["2"]["aggregate_seq_per_s"] > 0
+
+
+def test_shard_cost_splits_a_real_shard_wall_time(tiny, capsys):
+    report, _ = run_perf(capsys, "shard-cost", "--dataset", tiny, "--encoder", "tiny-bert", "--epochs", "2",
+                         "--batch-size", "8", "--max-length", "32", "--evaluators", "repr", "--quiet")
+    assert report["run_key"].startswith("ce_tiny_tiny-bert_s1_") and report["epochs"] == 2
+    phases, parts, wall = report["phases"], report["parts"], report["wall_seconds"]
+    assert set(phases) == {"build_seconds", "prepare_seconds", "tokenize_seconds", "test_seconds"}
+    assert all(v >= 0 for v in [*phases.values(), *parts.values()])
+    assert sum(phases.values()) + parts["train_seconds"] + parts["evaluator_seconds"] <= wall
+    assert sum(parts.values()) == pytest.approx(wall, abs=0.05)   # the parts account for the whole wall time
+    assert set(report["evaluators"]) == {"repr"} and len(report["epoch_seconds"]) == 2
+    assert 0 < report["fixed_share_of_wall"] <= 1 and report["suggested_shard_overhead_s"] >= 0
+
+
+def test_compile_times_eager_and_compiled_steps_and_reports_what_cannot_compile(tiny, capsys, monkeypatch):
+    common = ["compile", "--dataset", tiny, *TINY, "--batch-size", "8", "--steps", "2", "--methods", "ce",
+              "--compile-backend", "eager", "--quiet"]
+    report, err = run_perf(capsys, *common)
+    ce = report["methods"]["ce"]
+    assert report["backend"] == "eager" and report["length_bucket"] == 16 and "[perf" not in err
+    assert ce["compiled"] == "regional: 2 x BertLayer" and ce["compilations"] >= 1
+    for key in ("eager_step_seconds", "compiled_step_seconds", "speedup", "compile_seconds"):
+        assert isinstance(ce[key], float)
+
+    def lazily_broken(encoder, backend="inductor"):  # torch.compile fails at the first call, not when asked
+        def fail(*args, **kwargs):
+            raise RuntimeError("this model does not compile\nlong traceback")
+
+        encoder.forward = fail
+        return "broken"
+
+    monkeypatch.setattr(perf_common, "compile_encoder", lazily_broken)
+    report, _ = run_perf(capsys, *common)
+    ce = report["methods"]["ce"]
+    assert ce["error"] == "RuntimeError: this model does not compile"
+    assert ce["eager_step_seconds"] > 0 and "compiled_step_seconds" not in ce
+
+
+@pytest.mark.parametrize("argv,message", [
+    (["report", "--batch-sizes", "32,x"], "--batch-sizes takes whole numbers"),
+    (["overhead", "--batch-sizes", "32"], "--batch-sizes is for `report`"),
+    (["shards", "--concurrency", "2,4"], "--concurrency needs 1"),
+    (["shard-cost", "--methods", "ce,cl"], "give one method"),
+    (["compile", "--compile-backend", "nosuch"], "unknown --compile-backend 'nosuch'"),
+    (["methods", "--methods", "nope"], "nope"),
+    (["overhead", "--steps", "0"], "--steps must be >= 1"),
+    (["short-texts", "--datasets", ","], "--datasets names no dataset"),
+    (["no-such-benchmark"], "invalid choice"),
+    (["throughput", "--rounds", "many"], "invalid int value"),
+])
+def test_bad_arguments_exit_2_with_one_line(capsys, argv, message):
+    assert perf_main(argv) == 2
+    captured = capsys.readouterr()
+    assert captured.out == "" and captured.err.count("\n") == 1
+    assert captured.err.startswith("python -m bench.perf: error:") and message in captured.err

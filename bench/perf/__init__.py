@@ -1,0 +1,62 @@
+"""Benchmarks of the harness itself: `python -m bench.perf COMMAND` (`--help` lists the commands) measures one
+thing and reports it as JSON on stdout, as a ratio against a baseline measured in the same run where there is one.
+
+One module per job:
+
+    cli          the command line: the options, their checks and defaults, `main`
+    common       what the benchmarks share: `prepare` (a model set up as a real shard's), timing, medians and
+                 ratios, progress lines, stdout kept for the report, device name, the bf16 peak table
+    loops        overhead, padding, methods: the Trainer vs a minimal loop, padding strategies, each method vs ce
+    hf_baseline  hf-trainer: our Trainer vs a plain Hugging Face Trainer
+    mfu          throughput, report: seq/s, TFLOP/s and MFU vs the vendor peak and a GEMM; the GPU targets
+    fast_path    short-texts: the loop before the fast path vs Trainer.train_epoch (and a compiled encoder)
+    concurrency  shards: K training processes sharing one device vs one
+    fixed_cost   shard-cost: one real shard's wall time split into its parts
+    compile      compile: eager vs torch.compile step time per method
+    estimate     estimate: a sweep's expected wall time from a measured or assumed rate
+
+The names of those modules (and `training_flops` of bench.walltime) are importable from `bench.perf` itself; they
+are imported on first use, so `import bench.perf` loads neither a benchmark nor torch.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+_EXPORTS: dict[str, tuple[str, ...]] = {
+    "bench.perf.cli": ("PROG", "COMMANDS", "UsageError", "Parser", "whole_numbers", "resolve", "build_parser",
+                       "main"),
+    "bench.perf.common": ("say", "one_line", "cache_folder", "remove_cache_folder", "build_method", "Prepared",
+                          "prepare", "sync", "timed", "constant_schedule", "trainer_epoch", "rotated", "round_line",
+                          "summarise", "device_name", "PEAK_BF16_TFLOPS", "peak_tflops", "unique_graphs",
+                          "stdout_to_stderr"),
+    "bench.perf.loops": ("minimal_loop", "overhead", "padding", "methods_step", "encoder_work"),
+    "bench.perf.hf_baseline": ("hf_trainer_epoch", "hf_trainer"),
+    "bench.perf.mfu": ("throughput", "host_syncs", "significant", "gemm_tflops", "gpu_utilisation", "MFU_TARGETS",
+                       "HF_RATIO_TARGET", "report", "targets"),
+    "bench.perf.fast_path": ("old_collate", "OLD_LOG_EVERY", "old_epoch", "short_texts", "short_texts_one"),
+    "bench.perf.concurrency": ("shard_worker", "launch_shards", "shards"),
+    "bench.perf.fixed_cost": ("shard_cost", "shard_breakdown"),
+    "bench.perf.compile": ("compile_bench", "compile_one"),
+    "bench.perf.estimate": ("run_estimate",),
+    "bench.walltime": ("training_flops", "INHERENT_PASSES"),
+}
+_HOME = {name: module for module, names in _EXPORTS.items() for name in names}
+
+__all__ = sorted(_HOME)
+
+
+def __getattr__(name: str) -> Any:
+    """`bench.perf.NAME`: NAME from the module that defines it, imported now (then kept here)."""
+    module = _HOME.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    """The module's own names and the re-exported ones."""
+    return sorted({*globals(), *_HOME})

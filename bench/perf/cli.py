@@ -1,0 +1,191 @@
+"""Benchmarks of the harness itself, each reported as a ratio against a baseline measured in the same run.
+
+    python -m bench.perf overhead --dataset mr --data-dir ../shared/data     # Trainer vs a minimal loop
+    python -m bench.perf padding  --dataset mr --data-dir ../shared/data     # length grouping + dynamic padding
+    python -m bench.perf methods  --dataset mr --data-dir ../shared/data     # step time of every method vs ce
+    python -m bench.perf hf-trainer --dataset mr --data-dir ../shared/data   # our Trainer vs Hugging Face Trainer
+    python -m bench.perf throughput --encoder bert-base-random ...           # ce / clld seq/s, TFLOP/s, MFU, GPU use
+    python -m bench.perf report --dataset 20ng --data-dir ../shared/data     # the GPU targets at batch 32 and 128
+    python -m bench.perf short-texts --data-dir ../shared/data               # trec, mr: the old loop vs the fast path
+    python -m bench.perf shards --concurrency 1,2,4 ...                      # K training processes sharing one device
+    python -m bench.perf shard-cost --dataset trec --data-dir ../shared/data # the fixed cost of one real shard
+    python -m bench.perf compile --methods ce,clld-adaptive ...              # eager vs torch.compile step time
+    python -m bench.perf estimate --config configs/clld-table2.yaml ...      # expected wall time of a sweep
+
+Rounds alternate between the variants so that machine noise hits both alike; the medians are compared.
+Models are set up as a real shard sets them up: deterministic kernels on a CPU only, the Trainer's length bucket
+for the device (`--length-bucket`), the encoder compiled with `--compile`. Only the JSON report goes to stdout;
+progress lines (`--quiet`: none) and whatever libraries print go to stderr. Absolute figures name the device
+(`device_name`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Callable
+
+import torch
+
+from bench.errors import BenchError
+from bench.perf.common import PEAK_BF16_TFLOPS, device_name, stdout_to_stderr
+from bench.perf.compile import compile_bench
+from bench.perf.concurrency import shards
+from bench.perf.estimate import run_estimate
+from bench.perf.fast_path import short_texts
+from bench.perf.fixed_cost import shard_cost
+from bench.perf.hf_baseline import hf_trainer
+from bench.perf.loops import methods_step, overhead, padding
+from bench.perf.mfu import report, throughput
+from bench.registry import METHODS
+from bench.walltime import INHERENT_PASSES
+
+
+PROG = "python -m bench.perf"
+
+COMMANDS: dict[str, Callable[[argparse.Namespace], dict]] = {
+    "overhead": overhead, "padding": padding, "methods": methods_step, "hf-trainer": hf_trainer,
+    "throughput": throughput, "report": report, "short-texts": short_texts, "shards": shards,
+    "shard-cost": shard_cost, "compile": compile_bench, "estimate": run_estimate}
+
+
+class UsageError(Exception):
+    """A command-line mistake (reported in one line, exit code 2)."""
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse that reports a mistake in one line instead of the usage text."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        raise UsageError(message)
+
+
+def whole_numbers(text: str, option: str, minimum: int = 1) -> list[int]:
+    """A comma-separated list of whole numbers >= `minimum`, or a BenchError naming `option`."""
+    try:
+        values = [int(x) for x in text.split(",")]
+    except ValueError:
+        values = []
+    if not values or min(values) < minimum:
+        raise BenchError(f"{option} takes whole numbers >= {minimum} separated by commas, got {text!r}")
+    return values
+
+
+def resolve(args: argparse.Namespace) -> None:
+    """Check the options and fill in each command's defaults (BenchError on a mistake)."""
+    command = args.command
+    batch_size_given = args.batch_size is not None
+    if command != "shard-cost":  # shard-cost leaves these to `bench run` (the dataset card's defaults)
+        args.batch_size = 32 if args.batch_size is None else args.batch_size
+        args.max_length = 128 if args.max_length is None else args.max_length
+    for option in ("batch_size", "max_length", "steps", "rounds"):
+        value = getattr(args, option)
+        if value is not None and value < 1:
+            raise BenchError(f"--{option.replace('_', '-')} must be >= 1, got {value}")
+    if args.length_bucket is not None and args.length_bucket < 0:
+        raise BenchError(f"--length-bucket must be >= 0 (0: no bucketing), got {args.length_bucket}")
+    if args.batch_sizes is not None and command != "report":
+        raise BenchError("--batch-sizes is for `report`; give --batch-size")
+    args.batch_size_list = (whole_numbers(args.batch_sizes, "--batch-sizes") if args.batch_sizes is not None
+                            else [args.batch_size] if batch_size_given else [32, 128])
+    args.dataset_list = [d for d in args.datasets.split(",") if d]
+    if not args.dataset_list:
+        raise BenchError(f"--datasets names no dataset: {args.datasets!r}")
+    args.concurrency_list = whole_numbers(args.concurrency, "--concurrency")
+    if 1 not in args.concurrency_list or len(set(args.concurrency_list)) != len(args.concurrency_list):
+        raise BenchError(f"--concurrency needs 1 (the baseline) and distinct values, got {args.concurrency!r}")
+    default_methods = {"methods": ",".join(INHERENT_PASSES), "compile": "ce,clld-adaptive", "shard-cost": "ce"}
+    args.methods = args.methods or default_methods.get(command, "ce")
+    args.method_list = [METHODS.canonical(m) for m in args.methods.split(",") if m]
+    if command == "shard-cost" and len(args.method_list) != 1:
+        raise BenchError(f"shard-cost runs one shard: give one method (--methods ce), got {args.methods!r}")
+    args.epochs = args.epochs if args.epochs is not None or command != "shards" else 2
+    if args.epochs is not None and args.epochs < 1:
+        raise BenchError(f"--epochs must be >= 1, got {args.epochs}")
+    if command == "estimate" and args.compile:
+        raise BenchError("--compile does not apply to `estimate`")
+    if args.compile and command == "shard-cost" and args.compile_backend != "inductor":
+        raise BenchError("shard-cost compiles as `bench run --compile` does (inductor); drop --compile-backend")
+    if args.compile or command == "compile":
+        from torch._dynamo import list_backends
+
+        known = list_backends(exclude_tags=())
+        if args.compile_backend not in known:
+            raise BenchError(f"unknown --compile-backend {args.compile_backend!r}; e.g. inductor, eager, aot_eager")
+
+
+def build_parser() -> Parser:
+    """The options of every benchmark."""
+    parser = Parser(prog=PROG, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("command", choices=list(COMMANDS))
+    parser.add_argument("--methods", default=None,
+                        help="methods: which to time (default: all); compile: which to compile (default: "
+                             "ce,clld-adaptive); shard-cost: the shard's method (default: ce)")
+    parser.add_argument("--dataset", default="demo", help="a dataset card name or folder (default: demo)")
+    parser.add_argument("--datasets", default="trec,mr", help="short-texts: comma-separated (default: trec,mr)")
+    parser.add_argument("--data-dir", default=None)
+    parser.add_argument("--encoder", default="minilm")
+    parser.add_argument("--batch-size", type=int, default=None, help="default 32 (shard-cost: the dataset's)")
+    parser.add_argument("--batch-sizes", default=None,
+                        help="report: comma-separated batch sizes (default: 32,128, or --batch-size if given)")
+    parser.add_argument("--max-length", type=int, default=None, help="default 128 (shard-cost: the dataset's)")
+    parser.add_argument("--steps", type=int, default=20, help="batches per measurement (examples: steps x batch)")
+    parser.add_argument("--rounds", type=int, default=3, help="measured rounds per variant (after one warm-up)")
+    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    parser.add_argument("--precision", default="auto", choices=["auto", "fp32", "bf16"])
+    parser.add_argument("--peak-tflops", type=float, default=None,
+                        help="the device's dense peak TFLOP/s (throughput/report: for MFU; estimate: with --mfu)")
+    parser.add_argument("--length-bucket", type=int, default=None, metavar="N",
+                        help="pad batches to a multiple of N tokens (default: as a shard on this device: 16 with "
+                             "--compile, 8 on a GPU, 0 on a CPU)")
+    parser.add_argument("--compile", action="store_true",
+                        help="compile the encoder (regional, dynamic shapes); short-texts: adds a new+compile variant")
+    parser.add_argument("--compile-backend", default="inductor",
+                        help="torch.compile backend for --compile and `compile` (default: inductor; eager: trace only)")
+    parser.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
+    sharding = parser.add_argument_group("shards, shard-cost")
+    sharding.add_argument("--concurrency", default="1,2,4",
+                          help="shards: processes sharing the device at once (each K launched --rounds times, "
+                               "interleaved; each process warms up for one epoch first)")
+    sharding.add_argument("--epochs", type=int, default=None,
+                          help="shards: measured epochs per process (default 2); shard-cost: the shard's epochs "
+                               "(default: bench run's)")
+    sharding.add_argument("--evaluators", default=None,
+                          help="shard-cost: as bench run --evaluators (default: all that fit the dataset)")
+    sharding.add_argument("--seed", type=int, default=1, help="shard-cost: the shard's seed (default 1)")
+    estimating = parser.add_argument_group("estimate (expected wall time of `bench run --config CONFIG`)")
+    estimating.add_argument("--config", default=None, help="the sweep's YAML config")
+    estimating.add_argument("--tflops", type=float, default=None,
+                            help="achieved training TFLOP/s (from `throughput`); or give --peak-tflops and --mfu")
+    estimating.add_argument("--gpu", default=None, help=f"take --peak-tflops from the bf16 table: "
+                                                        f"{', '.join(PEAK_BF16_TFLOPS)}")
+    estimating.add_argument("--mfu", type=float, default=0.4, help="assumed MFU with --peak-tflops / --gpu")
+    estimating.add_argument("--devices", default="1,4,8", help="device counts to report the wall time for")
+    estimating.add_argument("--shape-encoder", default=None,
+                            help="count tokens and FLOPs with this encoder (same shape and tokenizer), "
+                                 "e.g. bert-base-random for bert-base-uncased offline")
+    estimating.add_argument("--expected-epochs", type=int, default=None,
+                            help="epochs each shard is expected to run (default: the configured maximum)")
+    estimating.add_argument("--shard-overhead-s", type=float, default=0.0,
+                            help="seconds added per shard for loading and evaluation (default 0: FLOPs only; "
+                                 "`shard-cost` suggests a value)")
+    estimating.add_argument("--results-dir", default=None, help="set measured epoch times of finished runs beside")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run one benchmark and print its JSON report (the only thing on stdout)."""
+    try:
+        args = build_parser().parse_args(argv)
+        resolve(args)
+        with stdout_to_stderr():
+            result = COMMANDS[args.command](args)
+    except (UsageError, BenchError) as exc:
+        print(f"{PROG}: error: {exc}", file=sys.stderr)
+        return 2
+    if args.command != "estimate":
+        result.setdefault("device_name", device_name(args.device))
+    json.dump(result, sys.stdout, indent=1)
+    print()
+    return 0

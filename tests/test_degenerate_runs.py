@@ -1,0 +1,77 @@
+"""Degenerate runs fail loudly or are flagged: non-finite weights or outputs fail the shard (no rows), a model
+that predicts one class whatever the input is flagged `collapsed` with a warning."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from bench.errors import BenchError
+from bench.metrics import collapse_note
+from bench.trainer import Trainer
+
+FAST = ["--methods", "ce", "--encoder", "tiny-bert", "--epochs", "1", "--batch-size", "8", "--no-progress",
+        "--evaluators", "none"]
+
+
+def test_collapse_is_one_class_whatever_the_gold_labels_say():
+    gold = np.array([0, 1, 2] * 10)
+    assert "predicts 'b' for 100%" in collapse_note(gold, np.ones(30, dtype=int), ["a", "b", "c"])
+    assert collapse_note(gold, gold, ["a", "b", "c"]) == ""
+    mostly = np.array([1] * 27 + [0, 2, 0])
+    assert collapse_note(gold, mostly, ["a", "b", "c"]) == ""  # 90% one class is a poor model, not a collapse
+    assert collapse_note(np.zeros(5, dtype=int), np.zeros(5, dtype=int), ["a", "b"]) == ""  # gold has one class
+
+
+def test_non_finite_outputs_and_weights_raise():
+    trainer = Trainer.__new__(Trainer)
+    trainer.method = torch.nn.Linear(2, 2)
+    logits = np.array([[0.1, 0.2], [np.nan, 0.0], [np.inf, 1.0]], dtype=np.float32)
+    with pytest.raises(BenchError, match="test outputs are not finite .*2 of 3"):
+        trainer.require_finite_outputs(logits, "test")
+    assert trainer.require_finite_outputs(logits[:1], "test") is not None
+    trainer.require_finite_weights(0)
+    with torch.no_grad():
+        trainer.method.bias[1] = float("inf")
+    with pytest.raises(BenchError, match="weights became inf/NaN in epoch 3 .*bias"):
+        trainer.require_finite_weights(2)
+
+
+def test_diverged_weights_with_a_finite_loss_fail_the_shard(cli, tiny, results, monkeypatch):
+    original = Trainer.train_epoch
+
+    def epoch_then_diverge(self, *args, **kwargs):
+        record = original(self, *args, **kwargs)  # every loss of the epoch was finite...
+        with torch.no_grad():
+            self.method.head[1].weight.fill_(float("inf"))  # ...and its last update made weights infinite
+        return record
+
+    monkeypatch.setattr(Trainer, "train_epoch", epoch_then_diverge)
+    code, out, err = cli("run", "--datasets", tiny, *FAST, "--results-dir", results)
+    assert code == 1 and "weights became inf/NaN in epoch 1" in out + err
+    (run,) = results.glob("ce_*")
+    assert not (run / "rows.json").exists() and "inf/NaN" in json.loads((run / "error.json").read_text())["reason"]
+
+
+def test_a_collapsed_model_is_flagged_in_every_row_with_a_warning(cli, tiny, results):
+    code, out, err = cli("run", "--datasets", tiny, *FAST, "--results-dir", results)  # tiny-bert at lr 5e-5
+    assert code == 0 and "a collapsed model, not a result" in err
+    (run,) = results.glob("ce_*")
+    rows = json.loads((run / "rows.json").read_text())
+    assert rows and all(r["collapsed"] == 1 for r in rows)
+    code, _, err = cli("run", "--datasets", tiny, *FAST, "--lr", "2e-3", "--epochs", "6", "--patience", "6",
+                       "--max-length", "32", "--results-dir",
+                       results / "healthy")
+    rows = json.loads(next((results / "healthy").glob("ce_*/rows.json")).read_text())
+    assert code == 0 and "warning:" not in err and all(r["collapsed"] == 0 for r in rows)
+
+
+def test_reports_name_the_collapsed_runs_they_average(cli, tiny, results):
+    assert cli("run", "--datasets", tiny, *FAST, "--results-dir", results)[0] == 0  # collapses (see above)
+    code, out, err = cli("report", "--results-dir", results)
+    assert code == 0 and "1 collapsed run(s)" in err and "--filter collapsed=0" in err
+    code, _, err = cli("report", "--results-dir", results, "--filter", "collapsed=0")
+    assert code == 2 and "matches no rows" in err
