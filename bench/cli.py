@@ -285,7 +285,21 @@ def first_line(doc: str | None) -> str:
 
 
 def run_options(args: argparse.Namespace) -> dict[str, Any]:
-    """What `bench run` should do: built-in defaults < config file < command-line flags < --set."""
+    """What `bench run` should do: built-in defaults < config file < command-line flags < --set.
+
+    Everything that can be checked without torch is checked first (`checked_run_options`), so that a mistake
+    fails in a second; only then is the shard request built, which imports torch and transformers."""
+    opts, request = checked_run_options(args)
+    from bench.shard import ShardRequest  # torch, transformers and sklearn from here on
+
+    opts["request"] = ShardRequest(**request)
+    return opts
+
+
+def checked_run_options(args: argparse.Namespace) -> tuple[dict[str, Any], dict[str, Any]]:
+    """`run_options` without the shard request, whose fields come second: every option checked, and every
+    name, knob and setting as far as that needs no torch (see `check_plan`); imports no torch."""
+    from bench.catalog import registry
     from bench.settings import as_list, load_config_file, parse_assignment, split_settings
 
     file_run, settings = load_config_file(args.config) if args.config else ({}, {})
@@ -293,13 +307,13 @@ def run_options(args: argparse.Namespace) -> dict[str, Any]:
     check_folders(args, file_run)
     settings.update({n: getattr(args, n) for n in TrainConfig.field_names() if getattr(args, n) is not None})
     settings.update(dict(parse_assignment(a) for a in args.assignments))
-    overrides, knobs = split_settings(settings)
+    overrides, knobs = split_settings(settings, registry("method"))
     try:
         seeds = args.seeds or seed_list(",".join(str(s) for s in as_list(file_run.get("seeds", 1))))
     except argparse.ArgumentTypeError as exc:
         raise BenchError(f"config file {args.config}: {exc}") from exc
     data_dir = args.data_dir or file_run.get("data_dir")
-    request = shard_request(args, file_run, data_dir)
+    request = request_fields(args, file_run, data_dir, registry("evaluator"))
     jobs = args.jobs if args.jobs is not None else int(file_run.get("jobs", 1))
     if jobs < 1:
         raise BenchError("--jobs must be >= 1")
@@ -315,7 +329,7 @@ def run_options(args: argparse.Namespace) -> dict[str, Any]:
     if executor == "slurm" and args.jobs is not None:
         raise BenchError("--jobs is for local runs; with --executor slurm use --array-parallelism and "
                          "--shards-per-gpu")
-    return {
+    opts = {
         "methods": args.methods or as_list(file_run.get("methods", DEFAULT_METHODS)),
         "datasets": args.datasets or as_list(file_run.get("datasets", "demo")),
         "encoders": args.encoders or as_list(file_run.get("encoders", "minilm")),
@@ -323,7 +337,6 @@ def run_options(args: argparse.Namespace) -> dict[str, Any]:
         "overrides": overrides,
         "knobs": knobs,
         "data_dir": data_dir,
-        "request": request,
         "results_dir": resolve_results_dir(args.results_dir or file_run.get("results_dir")),
         "jobs": jobs,
         "device": args.device if args.device != "auto" else file_run.get("device", "auto"),
@@ -333,6 +346,46 @@ def run_options(args: argparse.Namespace) -> dict[str, Any]:
         "shards_per_gpu": shards_per_gpu,
         "slurm": slurm,
     }
+    check_plan(opts)
+    return opts, request
+
+
+def check_plan(opts: dict[str, Any]) -> None:
+    """The checks of `bench.runner.plan` that need no torch, in its order, with its messages: method names,
+    encoders, training settings, dataset names. plan() makes them all again, and those that need the real
+    classes (knob values, checked by each method's Config; evaluator options against each dataset; the data
+    itself)."""
+    from bench.catalog import registry
+    from bench.hub import check_encoder_source
+
+    methods = registry("method")
+    for method in opts["methods"]:
+        methods.canonical(method)
+    encoders = registry("encoder")
+    for encoder in opts["encoders"]:
+        check_encoder_source(encoder, encoders)  # a Hub id is asked about later, by plan()
+    TrainConfig(**opts["overrides"])  # e.g. --epochs 0 (plan adds each dataset card's defaults)
+    for dataset in opts["datasets"]:
+        check_dataset_name(dataset, opts["data_dir"])
+
+
+def check_dataset_name(name: str, data_dir: str | None) -> None:
+    """A BenchError, as `bench.data.load_raw` would raise it, for a dataset that cannot be found: a name that is
+    neither a card, a path nor a folder under the data folders, and a card with no local copy, no generator
+    and no reachable Hub source. Whatever exists is loaded (and checked) later."""
+    from bench.data import data_dirs, load_hub, unknown_dataset_message
+    from bench.hub import hub_reachable
+    from bench.registry import DATASETS
+
+    dirs = data_dirs(data_dir)
+    if name in DATASETS:
+        card = DATASETS.get(name)
+        if not card.generator and not any((d / card.name).is_dir() for d in dirs) \
+                and (not (card.hub or {}).get("id") or not hub_reachable()):
+            load_hub(card, dirs)  # raises its own message, before it imports anything
+        return
+    if not Path(name).expanduser().exists() and not any((d / name).exists() for d in dirs):
+        raise BenchError(unknown_dataset_message(name, data_dir))
 
 
 def executor_options(args: argparse.Namespace, file_run: dict[str, Any]) -> tuple[str, Any]:
@@ -385,11 +438,12 @@ def eval_options(args: argparse.Namespace, file_run: dict[str, Any], data_dir: s
     return options
 
 
-def shard_request(args: argparse.Namespace, file_run: dict[str, Any], data_dir: str | None) -> Any:
-    """Which evaluators to run with which options, and whether to keep models."""
-    from bench.evaluation import evaluator_names
+def request_fields(args: argparse.Namespace, file_run: dict[str, Any], data_dir: str | None,
+                   evaluators: Any = None) -> dict[str, Any]:
+    """The fields of the ShardRequest (see `shard_request`), checked; evaluator names against `evaluators` (by
+    default the real registry; bench.catalog.registry("evaluator") needs no torch). Imports no torch."""
+    from bench.catalog import evaluator_names
     from bench.settings import as_list
-    from bench.shard import ShardRequest
 
     names = args.evaluators if args.evaluators is not None else (
         as_list(file_run["evaluators"]) if "evaluators" in file_run else None)
@@ -399,8 +453,16 @@ def shard_request(args: argparse.Namespace, file_run: dict[str, Any], data_dir: 
     bucket = file_run.get("length_bucket") if bucket is None else bucket
     if bucket is not None and (isinstance(bucket, bool) or not isinstance(bucket, int) or bucket < 0):
         raise BenchError(f"--length-bucket must be a whole number >= 0 (0: no bucketing), got {bucket!r}")
-    return ShardRequest(tuple(evaluator_names(names)), eval_options(args, file_run, data_dir), save,
-                        explicit=names is not None, compile=compiled, length_bucket=bucket)
+    return {"evaluators": tuple(evaluator_names(names, evaluators)), "options": eval_options(args, file_run, data_dir),
+            "save_model": save, "explicit": names is not None, "compile": compiled, "length_bucket": bucket}
+
+
+def shard_request(args: argparse.Namespace, file_run: dict[str, Any], data_dir: str | None) -> Any:
+    """Which evaluators to run with which options, and whether to keep models."""
+    fields = request_fields(args, file_run, data_dir)
+    from bench.shard import ShardRequest
+
+    return ShardRequest(**fields)
 
 
 def print_evaluations(outcomes: list[Any]) -> list[Any]:
@@ -419,10 +481,11 @@ def print_evaluations(outcomes: list[Any]) -> list[Any]:
 
 def cmd_run(args: argparse.Namespace) -> int:
     """Plan and run shards, then print a summary table of this invocation's results."""
+    opts = run_options(args)  # checks what it can before it imports torch: a mistake costs a second
+    quiet_transformers()
     from bench.runner import execute, plan
     from bench.summary import evaluation_table, summary_table
 
-    opts = run_options(args)
     results_dir = opts["results_dir"]
     shards = plan(opts["methods"], opts["datasets"], opts["encoders"], opts["seeds"], opts["overrides"],
                   opts["data_dir"], opts["knobs"], results_dir, opts["request"])
@@ -586,12 +649,19 @@ def cmd_planned(args: argparse.Namespace) -> int:
     raise BenchError(f"'bench {args.command}' is not implemented yet: {PLANNED[args.command]}")
 
 
-def configure_logging() -> None:
-    """Readable logs on stderr; quiet third-party libraries."""
+def configure_logging(transformers: bool = True) -> None:
+    """Readable logs on stderr; quiet third-party libraries (transformers too unless `transformers` is False:
+    importing it takes a second, so `bench run` quiets it once its options are checked)."""
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s: %(message)s")
     logging.getLogger("bench").setLevel(logging.INFO)
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     warnings.filterwarnings("ignore", module="transformers")
+    if transformers:
+        quiet_transformers()
+
+
+def quiet_transformers() -> None:
+    """Errors only from transformers, and no progress bars (imports transformers)."""
     try:
         from transformers.utils import logging as hf_logging
 
@@ -608,7 +678,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.command is None:
         parser.print_help()
         return 0
-    configure_logging()
+    configure_logging(transformers=args.command != "run")
     from bench.plot_cli import cmd_plot
     from bench.report_cli import cmd_report, cmd_results
 

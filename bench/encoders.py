@@ -14,7 +14,7 @@ import torch
 from torch import nn
 
 from bench.errors import BenchError
-from bench.hub import hub_reachable
+from bench.hub import check_encoder_source, hub_reachable
 from bench.registry import ENCODERS
 from bench.spec import TrainConfig
 from bench.vocab import build_vocab, word_tokenizer
@@ -127,22 +127,11 @@ def param_count(model: nn.Module) -> int:
 
 
 def check_encoder(name: str) -> None:
-    """Fail early (before any shard starts) if `name` cannot be an encoder here."""
-    if name in ENCODERS:
+    """Fail early (before any shard starts) if `name` cannot be an encoder here (a Hub id: its config is fetched)."""
+    if not check_encoder_source(name, ENCODERS):
         return
     from transformers import AutoConfig
 
-    local = Path(name).expanduser()
-    if local.is_dir():
-        if not (local / "config.json").is_file():
-            raise BenchError(f"encoder folder {name} has no config.json; pass a folder saved with "
-                             "save_pretrained (config, weights and tokenizer)")
-        return
-    if not hub_reachable():
-        raise BenchError(
-            f"cannot load encoder {name!r}: it is not a registered short name ({', '.join(ENCODERS)}) "
-            "nor a local folder, and the Hugging Face Hub is unreachable; pass a folder holding config.json "
-            "and the weights, or use --encoder minilm")
     try:
         AutoConfig.from_pretrained(name)
     except (OSError, ValueError) as exc:

@@ -16,6 +16,7 @@ import torch
 
 import bench.evaluators  # noqa: F401  (registers the evaluators)
 from bench import store
+from bench.catalog import evaluator_names  # noqa: F401  (moved to a module without torch; importable here)
 from bench.data import TextData, load_dataset, source_data_dir
 from bench.errors import BenchError
 from bench.evaluators.base import (Classifier, EvalContext, EvalOptions, Evaluator, SkipEvaluator,
@@ -39,15 +40,6 @@ class EvalOutcome:
     message: str = ""
     seconds: float = 0.0
     rows: list[dict[str, Any]] = field(default_factory=list)
-
-
-def evaluator_names(names: list[str] | None) -> list[str]:
-    """Canonical evaluator names; None means every registered evaluator."""
-    if names is None:
-        return [name for name, _ in EVALUATORS.items()]
-    if names == ["none"]:
-        return []
-    return list(dict.fromkeys(EVALUATORS.canonical(n) for n in names))
 
 
 def build_evaluators(names: list[str]) -> list[Evaluator]:

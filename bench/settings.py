@@ -8,8 +8,9 @@ from typing import Any
 
 import yaml
 
+from bench import catalog
 from bench.errors import BenchError
-from bench.registry import METHODS
+from bench.registry import METHODS, Registry
 from bench.spec import TrainConfig
 
 from bench.evaluators.base import EvalOptions
@@ -72,16 +73,22 @@ def freeze(value: Any) -> Any:
     return value
 
 
-def split_settings(assignments: dict[str, Any]) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
-    """Separate training settings from method knobs (`method.knob`), checking every name and type."""
+def split_settings(assignments: dict[str, Any], methods: Registry | None = None
+                   ) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
+    """Separate training settings from method knobs (`method.knob`), checking every name and type.
+
+    Method names and knobs are looked up in `methods`, by default `catalog.registry("method")`: the methods'
+    names and knob defaults read from their source files, so that this needs no torch (the real registry
+    once `methods` is imported)."""
+    methods = catalog.registry("method") if methods is None else methods
     defaults = TrainConfig()
     train: dict[str, Any] = {}
     knobs: dict[str, dict[str, Any]] = {}
     for key, value in assignments.items():
         if "." in key:
             method_name, knob = key.split(".", 1)
-            method = METHODS.canonical(method_name)
-            fields = METHODS.get(method).config_fields()
+            method = methods.canonical(method_name)
+            fields = methods.get(method).config_fields()
             if knob not in fields and f"{knob}_" in fields:  # `lambda` names the field `lambda_`
                 knob = f"{knob}_"
             if knob not in fields:
@@ -122,7 +129,7 @@ def load_config_file(path: str) -> tuple[dict[str, Any], dict[str, Any]]:
         key = str(key).replace("-", "_") if str(key).replace("-", "_") in RUN_KEYS + ("encoder",) else str(key)
         if key in RUN_KEYS or key == "encoder":
             run["encoders" if key == "encoder" else key] = value
-        elif isinstance(value, dict) and key in METHODS:
+        elif isinstance(value, dict) and key in catalog.registry("method"):  # a method's section, e.g. clld:
             settings.update({f"{key}.{knob}": number_or_text(v) for knob, v in value.items()})
         else:
             settings[key] = number_or_text(value)

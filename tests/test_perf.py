@@ -304,3 +304,13 @@ def test_bad_arguments_exit_2_with_one_line(capsys, argv, message):
     captured = capsys.readouterr()
     assert captured.out == "" and captured.err.count("\n") == 1
     assert captured.err.startswith("python -m bench.perf: error:") and message in captured.err
+
+
+def test_hf_trainer_without_accelerate_is_a_one_line_error(monkeypatch, capsys):
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "accelerate" else real(name, *a))
+    assert perf_main(["hf-trainer", "--encoder", "tiny-bert", "--quiet"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "pip install 'clbench[perf]'" in err[0]

@@ -12,6 +12,7 @@ import tempfile
 import torch
 
 from bench.batching import Encoded
+from bench.errors import BenchError
 from bench.perf.common import constant_schedule, prepare, rotated, round_line, say, summarise, timed, trainer_epoch
 from bench.trainer import Trainer
 
@@ -45,9 +46,18 @@ def hf_trainer_epoch(trainer: Trainer, data: Encoded, args: argparse.Namespace, 
     return float(metrics["train_samples_per_second"])
 
 
+def require_accelerate() -> None:
+    """A one-line BenchError when `accelerate` (which the HF Trainer needs) is missing."""
+    import importlib.util
+
+    if importlib.util.find_spec("accelerate") is None:
+        raise BenchError("the Hugging Face Trainer baseline needs accelerate: pip install 'clbench[perf]'")
+
+
 def hf_trainer(args: argparse.Namespace) -> dict:
     """Our Trainer's training throughput / a plain Hugging Face Trainer's on the same model, data and device
     (with --compile only ours is compiled)."""
+    require_accelerate()
     trainer, data, cfg, compiled = prepare(args)
     optimizer = trainer.optimizer()
     scheduler = constant_schedule(optimizer)

@@ -1,0 +1,323 @@
+"""The names the method, encoder and evaluator registries will hold, read from the source files without
+importing them, so that `bench run` can check names and knobs before it pays for torch and transformers.
+
+The registries are filled by importing `methods` (torch), `bench.encoders` (torch) and `bench.evaluators`.
+This module parses those files with `ast` instead and collects every registration:
+
+- `@METHODS.register("name", "alias", ...)` (likewise `ENCODERS`, `EVALUATORS`) on a class or function;
+- `METHODS.add("name", obj, "alias", ...)` at module level, also in a module-level `for NAME in ITERABLE:` loop
+  over a literal (or a module-level name bound to one), e.g. bench.encoders' tiny models;
+- for methods, the knobs and defaults of the class assigned as `Config = SomeConfig` in the registered class
+  or, failing that, in its base classes: the dataclass fields of that class and of its dataclass bases
+  (`StaticConfig(CLConfig)`), across the `methods` modules. `NoConfig` (no fields) means no knobs.
+
+Anything it cannot read for certain (a name that is not a literal, a default that is not a literal, a
+registration it did not account for, a Config base defined elsewhere) raises CatalogError, and `registry()`
+then imports the real modules instead: slower, never wrong. tests/test_fast_errors.py compares the catalog
+with the real registries, so a registration this reader misses fails a test rather than a user.
+
+`registry(kind)` is what callers use: the catalog's names merged with what the real registry holds already
+(e.g. a method registered by a test or plugin), or the real registry itself once its package is imported.
+"""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import functools
+import importlib
+import importlib.util
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Sequence
+
+from bench.registry import ENCODERS, EVALUATORS, METHODS, Registry
+
+KINDS = {"method": "METHODS", "encoder": "ENCODERS", "evaluator": "EVALUATORS"}  # kind -> registry variable
+REAL = {"method": METHODS, "encoder": ENCODERS, "evaluator": EVALUATORS}
+PACKAGES = {"method": "methods", "encoder": "bench.encoders", "evaluator": "bench.evaluators"}  # fill them
+
+
+class CatalogError(Exception):
+    """The sources hold something this reader cannot follow for certain."""
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One registration read from source: the registered name, its aliases, the decorated (or added) object's
+    name, the file it is in, and for methods the knobs with their defaults."""
+
+    name: str
+    aliases: tuple[str, ...]
+    target: str
+    path: str
+    knobs: tuple[tuple[str, Any], ...] = ()
+
+    def config_fields(self) -> dict[str, Any]:
+        """The knobs and their defaults, as `Method.config_fields()` gives them."""
+        return dict(self.knobs)
+
+
+# ----------------------------------------------------------------------------------------------- sources
+
+def source_files(kind: str) -> list[Path]:
+    """The files whose registrations fill the registry of `kind`, found without importing them: methods/*.py
+    by the `methods` package's spec (a top-level package: its spec is found without running it), the
+    encoders and evaluators by their place in the `bench` package folder."""
+    bench_dir = Path(sys.modules["bench"].__file__).resolve().parent
+    if kind == "encoder":
+        return [bench_dir / "encoders.py"]
+    if kind == "evaluator":
+        return sorted((bench_dir / "evaluators").glob("*.py"))
+    spec = importlib.util.find_spec("methods")
+    if spec is None or not spec.submodule_search_locations:
+        raise CatalogError("package 'methods' not found")
+    return sorted(p for folder in spec.submodule_search_locations for p in Path(folder).glob("*.py"))
+
+
+def module_name(path: Path, kind: str) -> str:
+    """`methods/clld.py` -> `methods.clld` (only methods are followed across modules)."""
+    return f"{PACKAGES[kind] if kind != 'encoder' else 'bench'}.{path.stem}"
+
+
+@functools.lru_cache(maxsize=None)
+def parse(kind: str) -> tuple[Entry, ...]:
+    """Every registration of `kind` ("method", "encoder" or "evaluator") in its source files; CatalogError
+    where the sources cannot be read for certain."""
+    if kind not in KINDS:
+        raise ValueError(f"unknown registry kind {kind!r}")
+    modules = {}
+    for path in source_files(kind):
+        try:
+            modules[module_name(path, kind)] = (path, ast.parse(path.read_text(encoding="utf-8"), str(path)))
+        except (OSError, SyntaxError, UnicodeDecodeError) as exc:
+            raise CatalogError(f"cannot read {path}: {exc}") from exc
+    entries = []
+    for module, (path, tree) in modules.items():
+        found = registrations(tree, KINDS[kind], str(path))
+        if kind == "method":
+            found = [dataclasses.replace(e, knobs=tuple(method_knobs(modules, module, e.target).items()))
+                     for e in found]
+        entries.extend(found)
+    return tuple(entries)
+
+
+def registrations(tree: ast.Module, variable: str, path: str) -> list[Entry]:
+    """The registrations made through `variable` (e.g. METHODS) at the top level of a module."""
+    entries: list[Entry] = []
+    seen: set[int] = set()  # the register/add calls accounted for
+    constants = module_constants(tree)
+
+    def visit(statements: Sequence[ast.stmt], bound: dict[str, Any]) -> None:
+        for node in statements:
+            if isinstance(node, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+                for decorator in node.decorator_list:
+                    if is_call(decorator, variable, "register"):
+                        names = [literal(a, bound, path) for a in decorator.args]
+                        if not names or decorator.keywords:
+                            raise CatalogError(f"{path}:{decorator.lineno}: register() needs literal names")
+                        entries.append(Entry(names[0], tuple(names[1:]), node.name, path))
+                        seen.add(id(decorator))
+            elif isinstance(node, ast.Expr) and is_call(node.value, variable, "add"):
+                call = node.value
+                if len(call.args) < 2 or call.keywords:
+                    raise CatalogError(f"{path}:{call.lineno}: add() needs a literal name and an object")
+                target = call.args[1].id if isinstance(call.args[1], ast.Name) else ""
+                aliases = tuple(literal(a, bound, path) for a in call.args[2:])
+                entries.append(Entry(literal(call.args[0], bound, path), aliases, target, path))
+                seen.add(id(call))
+            elif isinstance(node, ast.For) and not node.orelse and isinstance(node.target, ast.Name):
+                try:
+                    values = list(literal(node.iter, bound, path))
+                except TypeError:
+                    raise CatalogError(f"{path}:{node.lineno}: cannot iterate over the loop's values") from None
+                for value in values:
+                    visit(node.body, {**bound, node.target.id: value})
+
+    visit(tree.body, constants)
+    missed = [n for n in ast.walk(tree) if (is_call(n, variable, "register") or is_call(n, variable, "add"))
+              and id(n) not in seen]
+    if missed:  # e.g. one inside a function or under `if`: only running the module tells whether it happens
+        raise CatalogError(f"{path}:{missed[0].lineno}: a {variable} registration this reader cannot follow")
+    return entries
+
+
+def is_call(node: ast.AST, variable: str, method: str) -> bool:
+    """Whether `node` is `variable.method(...)` (e.g. `METHODS.register(...)`)."""
+    return (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == method
+            and isinstance(node.func.value, ast.Name) and node.func.value.id == variable)
+
+
+def module_constants(tree: ast.Module) -> dict[str, Any]:
+    """Module-level `NAME = <literal>` assignments (e.g. TINY_MODELS), for loops that register over them."""
+    constants = {}
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+            try:
+                constants[node.targets[0].id] = ast.literal_eval(node.value)
+            except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+                pass
+    return constants
+
+
+def literal(node: ast.expr, bound: dict[str, Any], path: str) -> Any:
+    """The value of a literal, or of a name bound to one (a loop variable, a module constant)."""
+    if isinstance(node, ast.Name) and node.id in bound:
+        return bound[node.id]
+    try:
+        return ast.literal_eval(node)
+    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+        raise CatalogError(f"{path}:{node.lineno}: {ast.unparse(node)!r} is not a literal") from None
+
+
+# ----------------------------------------------------------------------------------------------- knobs
+
+def method_knobs(modules: dict[str, tuple[Path, ast.Module]], module: str, cls: str) -> dict[str, Any]:
+    """The knobs (dataclass fields and defaults) of the Config of class `cls` in `module`."""
+    config = find_config(modules, module, cls, set())
+    if config is None:
+        raise CatalogError(f"{module}.{cls}: no `Config = ...` in the class or its bases")
+    return dataclass_fields(modules, *config, set())
+
+
+def class_def(modules: dict[str, tuple[Path, ast.Module]], module: str, name: str) -> tuple[str, ast.ClassDef]:
+    """(module, class definition) that the name `name` means in `module`: a class defined there, or one
+    imported from another module of the package (`from methods.base import Method`, relative too)."""
+    tree = modules[module][1]
+    for node in tree.body:
+        if isinstance(node, ast.ClassDef) and node.name == name:
+            return module, node
+    for node in tree.body:
+        if isinstance(node, ast.ImportFrom):
+            for alias in node.names:
+                if (alias.asname or alias.name) == name:
+                    package = module.rsplit(".", 1)[0]
+                    source = (f"{package}.{node.module}" if node.module else package) if node.level else node.module
+                    if source in modules:
+                        return class_def(modules, source, alias.name)
+    raise CatalogError(f"{module}: cannot find class {name!r}")
+
+
+def base_name(node: ast.expr, module: str) -> str:
+    """The name of a base class given by a plain name."""
+    if isinstance(node, ast.Name):
+        return node.id
+    raise CatalogError(f"{module}: base class {ast.unparse(node)!r} is not a plain name")
+
+
+def find_config(modules: dict[str, tuple[Path, ast.Module]], module: str, cls: str,
+                visiting: set[tuple[str, str]]) -> tuple[str, str] | None:
+    """(module, name) of the class assigned to `Config` in class `cls` or, first found, in its bases."""
+    module, node = class_def(modules, module, cls)
+    if (module, node.name) in visiting:
+        raise CatalogError(f"{module}.{cls}: circular bases")
+    visiting = visiting | {(module, node.name)}
+    for statement in node.body:
+        target, value = assignment(statement)
+        if target == "Config":
+            if not isinstance(value, ast.Name):
+                raise CatalogError(f"{module}.{cls}: Config is not a plain class name")
+            found, config = class_def(modules, module, value.id)
+            return found, config.name
+    for base in node.bases:
+        config = find_config(modules, module, base_name(base, module), visiting)
+        if config is not None:
+            return config
+    return None
+
+
+def assignment(statement: ast.stmt) -> tuple[str | None, ast.expr | None]:
+    """(name, value) of `name = value` or `name: type = value`; (None, None) for anything else."""
+    if isinstance(statement, ast.Assign) and len(statement.targets) == 1 and isinstance(statement.targets[0], ast.Name):
+        return statement.targets[0].id, statement.value
+    if isinstance(statement, ast.AnnAssign) and isinstance(statement.target, ast.Name):
+        return statement.target.id, statement.value
+    return None, None
+
+
+def is_dataclass_def(node: ast.ClassDef) -> bool:
+    """Whether the class is decorated with `@dataclass` or `@dataclass(...)`."""
+    for decorator in node.decorator_list:
+        func = decorator.func if isinstance(decorator, ast.Call) else decorator
+        if (isinstance(func, ast.Name) and func.id == "dataclass") or \
+                (isinstance(func, ast.Attribute) and func.attr == "dataclass"):
+            return True
+    return False
+
+
+def is_classvar(annotation: ast.expr) -> bool:
+    """Whether an annotation is `ClassVar` or `ClassVar[...]` (also as a string, or typing.ClassVar)."""
+    if isinstance(annotation, ast.Constant) and isinstance(annotation.value, str):
+        return annotation.value.replace("typing.", "").startswith("ClassVar")
+    node = annotation.value if isinstance(annotation, ast.Subscript) else annotation
+    return (isinstance(node, ast.Name) and node.id == "ClassVar") or \
+        (isinstance(node, ast.Attribute) and node.attr == "ClassVar")
+
+
+def dataclass_fields(modules: dict[str, tuple[Path, ast.Module]], module: str, cls: str,
+                     visiting: set[tuple[str, str]]) -> dict[str, Any]:
+    """Field names and defaults of dataclass `cls` (base classes' fields first, as dataclasses order them);
+    a field without a default, or with a default_factory, has `dataclasses.MISSING` as `Field.default` has."""
+    module, node = class_def(modules, module, cls)
+    if not is_dataclass_def(node):
+        raise CatalogError(f"{module}.{cls}: a Config that is not a dataclass")
+    if (module, node.name) in visiting:
+        raise CatalogError(f"{module}.{cls}: circular bases")
+    fields: dict[str, Any] = {}
+    for base in reversed(node.bases):
+        name = base_name(base, module)
+        if name != "object":
+            fields.update(dataclass_fields(modules, module, name, visiting | {(module, node.name)}))
+    path = str(modules[module][0])
+    for statement in node.body:
+        if isinstance(statement, ast.AnnAssign) and isinstance(statement.target, ast.Name) \
+                and not is_classvar(statement.annotation):
+            fields[statement.target.id] = field_default(statement.value, path)
+    return fields
+
+
+def field_default(value: ast.expr | None, path: str) -> Any:
+    """The default of a dataclass field: a literal, `field(default=literal)`, or MISSING."""
+    if value is None:
+        return dataclasses.MISSING
+    if isinstance(value, ast.Call) and ((isinstance(value.func, ast.Name) and value.func.id == "field") or
+                                        (isinstance(value.func, ast.Attribute) and value.func.attr == "field")):
+        given = {k.arg: k.value for k in value.keywords}
+        return literal(given["default"], {}, path) if "default" in given else dataclasses.MISSING
+    return literal(value, {}, path)
+
+
+# ----------------------------------------------------------------------------------------------- registries
+
+def registry(kind: str) -> Registry:
+    """The names (and, for methods, knobs) the registry of `kind` holds once filled, without filling it:
+    the real registry when its package is imported already, else the catalog merged with whatever the real
+    registry holds (entries registered at run time win). Where the sources cannot be read for certain, the
+    package is imported and the real registry returned."""
+    real = REAL[kind]
+    if PACKAGES[kind] in sys.modules:
+        return real
+    try:
+        entries = parse(kind)
+    except CatalogError:
+        importlib.import_module(PACKAGES[kind])
+        return real
+    merged: Registry = Registry(real.kind)
+    for name, obj in real.items():
+        merged.add(name, obj, *real.aliases_of(name))
+    for entry in entries:
+        if not any(key in merged for key in (entry.name, *entry.aliases)):
+            merged.add(entry.name, entry, *entry.aliases)
+    return merged
+
+
+def evaluator_names(names: list[str] | None, evaluators: Registry | None = None) -> list[str]:
+    """Canonical evaluator names; None means every registered evaluator, ["none"] none. `evaluators`: the
+    registry to check against (default: the real one, bench.registry.EVALUATORS)."""
+    evaluators = EVALUATORS if evaluators is None else evaluators
+    if names is None:
+        return [name for name, _ in evaluators.items()]
+    if names == ["none"]:
+        return []
+    return list(dict.fromkeys(evaluators.canonical(n) for n in names))
