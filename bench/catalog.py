@@ -22,6 +22,7 @@ with the real registries, so a registration this reader misses fails a test rath
 
 from __future__ import annotations
 
+import __future__
 import ast
 import dataclasses
 import functools
@@ -32,6 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
+from bench.errors import BenchError
 from bench.registry import ENCODERS, EVALUATORS, METHODS, Registry
 
 KINDS = {"method": "METHODS", "encoder": "ENCODERS", "evaluator": "EVALUATORS"}  # kind -> registry variable
@@ -53,10 +55,18 @@ class Entry:
     target: str
     path: str
     knobs: tuple[tuple[str, Any], ...] = ()
+    config: tuple[str, str] | None = None  # methods: (module, class) of the Config dataclass
 
     def config_fields(self) -> dict[str, Any]:
         """The knobs and their defaults, as `Method.config_fields()` gives them."""
         return dict(self.knobs)
+
+    @property
+    def Config(self) -> type:  # noqa: N802  (named as Method.Config, which it stands in for)
+        """The method's Config dataclass built from its source alone (see `config_class`)."""
+        if self.config is None:
+            raise CatalogError(f"{self.name} is not a method")
+        return config_class(*self.config)
 
 
 # ----------------------------------------------------------------------------------------------- sources
@@ -85,6 +95,21 @@ def module_name(path: Path, kind: str) -> str:
 def parse(kind: str) -> tuple[Entry, ...]:
     """Every registration of `kind` ("method", "encoder" or "evaluator") in its source files; CatalogError
     where the sources cannot be read for certain."""
+    modules = sources(kind)
+    entries = []
+    for module, (path, tree) in modules.items():
+        found = registrations(tree, KINDS[kind], str(path))
+        if kind == "method":
+            found = [dataclasses.replace(e, knobs=tuple(method_knobs(modules, module, e.target).items()),
+                                         config=find_config(modules, module, e.target, set()))
+                     for e in found]
+        entries.extend(found)
+    return tuple(entries)
+
+
+@functools.lru_cache(maxsize=None)
+def sources(kind: str) -> dict[str, tuple[Path, ast.Module]]:
+    """module name -> (file, syntax tree) of the source files of `kind`; CatalogError where one is unreadable."""
     if kind not in KINDS:
         raise ValueError(f"unknown registry kind {kind!r}")
     modules = {}
@@ -93,14 +118,31 @@ def parse(kind: str) -> tuple[Entry, ...]:
             modules[module_name(path, kind)] = (path, ast.parse(path.read_text(encoding="utf-8"), str(path)))
         except (OSError, SyntaxError, UnicodeDecodeError) as exc:
             raise CatalogError(f"cannot read {path}: {exc}") from exc
-    entries = []
-    for module, (path, tree) in modules.items():
-        found = registrations(tree, KINDS[kind], str(path))
-        if kind == "method":
-            found = [dataclasses.replace(e, knobs=tuple(method_knobs(modules, module, e.target).items()))
-                     for e in found]
-        entries.extend(found)
-    return tuple(entries)
+    return modules
+
+
+LIGHT_GLOBALS = {"dataclass": dataclass, "field": dataclasses.field, "BenchError": BenchError, "Any": Any}
+
+
+@functools.lru_cache(maxsize=None)
+def config_class(module: str, name: str) -> type:
+    """A method's Config dataclass built from its own source lines (and its dataclass bases'), with only the
+    standard library's dataclass tools, BenchError and the module's literal constants at hand, so that its
+    `__post_init__` checks of knob values run as written without importing the method (torch). CatalogError
+    where the class needs anything else (the caller then leaves the check to the real class)."""
+    modules = sources("method")
+    module, node = class_def(modules, module, name)
+    namespace: dict[str, Any] = {**LIGHT_GLOBALS, **module_constants(modules[module][1])}
+    for base in node.bases:
+        base_module, base_node = class_def(modules, module, base_name(base, module))
+        namespace[base_name(base, module)] = config_class(base_module, base_node.name)
+    code = compile(ast.Module([node], type_ignores=[]), str(modules[module][0]), "exec",
+                   flags=__future__.annotations.compiler_flag, dont_inherit=True)
+    try:
+        exec(code, namespace)  # the project's own class statement, as importing its module would run it
+    except Exception as exc:
+        raise CatalogError(f"{module}.{name} cannot be built from its source alone ({exc})") from exc
+    return namespace[name]
 
 
 def registrations(tree: ast.Module, variable: str, path: str) -> list[Entry]:

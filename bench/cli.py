@@ -355,12 +355,18 @@ def check_plan(opts: dict[str, Any]) -> None:
     encoders, training settings, dataset names. plan() makes them all again, and those that need the real
     classes (knob values, checked by each method's Config; evaluator options against each dataset; the data
     itself)."""
-    from bench.catalog import registry
+    from bench.catalog import CatalogError, registry
     from bench.hub import check_encoder_source
+    from bench.settings import method_config
 
     methods = registry("method")
     for method in opts["methods"]:
-        methods.canonical(method)
+        name = methods.canonical(method)
+        try:  # knob values, by the method's own Config checks, built from its source without torch
+            method_config(name, opts["knobs"].get(name, {}), methods)
+        except (CatalogError, NameError):
+            pass  # the Config needs its module: plan() checks it with the real class
+
     encoders = registry("encoder")
     for encoder in opts["encoders"]:
         check_encoder_source(encoder, encoders)  # a Hub id is asked about later, by plan()

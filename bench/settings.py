@@ -103,11 +103,13 @@ def split_settings(assignments: dict[str, Any], methods: Registry | None = None
     return train, knobs
 
 
-def method_config(method: str, knobs: dict[str, Any]) -> tuple[tuple[str, Any], ...]:
-    """A method's full knob set (defaults overridden by `knobs`), ready for a RunSpec."""
-    config_class = METHODS.get(method).Config
-    fields = {**METHODS.get(method).config_fields(), **knobs}
-    config_class(**fields)  # let the method's own checks run now, before any shard starts
+def method_config(method: str, knobs: dict[str, Any], methods: Registry | None = None
+                  ) -> tuple[tuple[str, Any], ...]:
+    """A method's full knob set (defaults overridden by `knobs`), ready for a RunSpec; `methods`: the registry
+    to look the method up in (default: the real one; bench.catalog's needs no torch)."""
+    entry = (METHODS if methods is None else methods).get(method)
+    fields = {**entry.config_fields(), **knobs}
+    entry.Config(**fields)  # let the method's own checks run now, before any shard starts
     return tuple(sorted((k, freeze(v)) for k, v in fields.items()))
 
 

@@ -119,6 +119,31 @@ def test_knob_values_are_still_checked_by_the_methods_config(cli, tmp_path):
     assert code == 2 and err == "error: tau must be > 0\n"
 
 
+BAD_KNOBS = [("cl", {"tau": 0}), ("clld-static", {}), ("clld-static", {"pairs": (("a", "b"),), "top_k": 0}),
+             ("clld-adaptive", {"warmup_fraction": 2}), ("supcon", {"views": 3}), ("lcl", {"weighting": "x"}),
+             ("cline", {"syn_rate": 2}), ("dcl", {"views": "x"})]
+
+
+@pytest.mark.parametrize("method,knobs", BAD_KNOBS)
+def test_configs_built_from_source_check_knob_values_as_the_real_ones(method, knobs):
+    """The catalog's Config runs the method's own __post_init__ lines: same defaults, same refusals."""
+    import methods  # noqa: F401  (the real classes, to compare with)
+    from bench.registry import METHODS
+
+    entry = catalog.parse("method")
+    light = next(e for e in entry if e.name == method).Config
+    real = METHODS.get(method).Config
+    assert light is not real and light.__name__ == real.__name__
+    fields = {**METHODS.get(method).config_fields(), **knobs}
+    with pytest.raises(BenchError) as from_source:
+        light(**fields)
+    with pytest.raises(BenchError) as from_module:
+        real(**fields)
+    assert str(from_source.value) == str(from_module.value)
+    if method != "clld-static":
+        assert light() == light() and repr(light()) == repr(real())  # defaults alike
+
+
 # ----------------------------------------------------------------------------------------------- without torch
 
 LIGHT_SCRIPT = """
@@ -151,6 +176,7 @@ def light_cases(tmp_path: Path) -> dict[str, tuple[list[str], str]]:
                                                    "warmup_fraction"),
         "knob-of-a-runtime-method": (["--set", "runtime-test.j=1"], "method 'runtime-test' has no setting 'j'; its "
                                                                     "settings: k"),
+        "knob-value-out-of-range": (["--methods", "clld", "--set", "clld.tau=-1"], "tau must be > 0"),
         "knob-of-wrong-type": (["--set", "clld.tau=abc"], "clld.tau must be a float (default 5.0), got 'abc'"),
         "int-knob-given-a-fraction": (["--set", "supcon.views=1.5"], "supcon.views must be a int (default 1), got 1.5"),
         "knob-in-a-config-section": (["--config", str(tmp_path / "section.yaml")],
