@@ -69,7 +69,6 @@ class ShardRequest:
     length_bucket: int | None = None  # batch widths rounded up to a multiple of this; None: `auto_bucket`
 
 
-
 def run_shard(spec: RunSpec, data: TextData, results_dir: Path, device: str = "auto",
               overwrite: bool = False, progress: bool = True, gather: bool = True,
               request: ShardRequest = ShardRequest()) -> ShardOutcome:
