@@ -7,10 +7,12 @@ submitit is optional (`pip install clbench[slurm]`); this module imports without
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
 import logging
 import os
 import shutil
+import subprocess
 import sys
 import time
 from dataclasses import dataclass, field
@@ -57,7 +59,7 @@ class SlurmOptions:
 
     partition: str | None = None
     time_min: int = 240
-    gpus_per_job: int = 1
+    gpus_per_job: int | None = None  # None: 1 where the partition has GPUs, else 0 (`partition_gpus`)
     mem_gb: float | None = None
     cpus_per_task: int | None = None
     array_parallelism: int | None = None
@@ -66,7 +68,7 @@ class SlurmOptions:
     def __post_init__(self) -> None:
         checks = [
             (self.time_min >= 1, "--time-min must be >= 1 (minutes per array task)"),
-            (self.gpus_per_job >= 0, "--gpus-per-job must be >= 0"),
+            (self.gpus_per_job is None or self.gpus_per_job >= 0, "--gpus-per-job must be >= 0"),
             (self.mem_gb is None or self.mem_gb > 0, "--mem-gb must be > 0"),
             (self.cpus_per_task is None or self.cpus_per_task >= 1, "--cpus-per-task must be >= 1"),
             (self.array_parallelism is None or self.array_parallelism >= 1, "--array-parallelism must be >= 1"),
@@ -81,7 +83,10 @@ class SlurmOptions:
 
     def parameters(self) -> dict[str, Any]:
         """Keyword arguments for `submitit.AutoExecutor.update_parameters` (unset options left out)."""
-        params: dict[str, Any] = {"name": "bench", "timeout_min": self.time_min, "gpus_per_node": self.gpus_per_job}
+        gpus = 1 if self.gpus_per_job is None else self.gpus_per_job
+        params: dict[str, Any] = {"name": "bench", "timeout_min": self.time_min}
+        if gpus:  # no GPU request at all on a CPU partition (some clusters refuse even a zero GRES)
+            params["gpus_per_node"] = gpus
         if self.mem_gb is not None:
             params["mem_gb"] = self.mem_gb
         if self.cpus_per_task is not None:
@@ -310,6 +315,56 @@ class Submission:
         return self.folder / SUBMITTED
 
 
+def parse_gres_gpus(gres: str) -> int:
+    """GPUs per node in an `sinfo %G` GRES field: `gpu:a100:4(S:0-1),shard:8` -> 4, `(null)` -> 0."""
+    count = 0
+    for item in gres.split(","):
+        parts = item.split("(")[0].split(":")
+        if parts[0] == "gpu":
+            count = max(count, int(parts[-1]) if parts[-1].isdigit() else 1)
+    return count
+
+
+def partition_gpus(partition: str | None) -> tuple[str, int] | None:
+    """(partition, GPUs per node at most) as `sinfo` reports them, for `partition` or the cluster's default
+    one; None when sinfo cannot be asked. BenchError for a partition SLURM does not know."""
+    if not shutil.which("sinfo"):
+        return None
+    command = ["sinfo", "-h", "-o", "%P %G"] + (["-p", partition] if partition else [])
+    try:
+        out = subprocess.run(command, capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    rows = [line.split(None, 1) for line in out.stdout.splitlines() if line.strip()]
+    if out.returncode != 0:
+        return None
+    if partition is None:
+        rows = [r for r in rows if r[0].endswith("*")]  # the default partition carries a `*`
+    if not rows:
+        if partition:
+            raise BenchError(f"--partition {partition}: SLURM has no such partition (`sinfo` lists none); "
+                             "see `sinfo -s` for the partitions")
+        return None
+    name = rows[0][0].rstrip("*")
+    return name, max(parse_gres_gpus(r[1] if len(r) > 1 else "") for r in rows)
+
+
+def with_gpu_request(options: SlurmOptions, gpus: tuple[str, int] | None) -> SlurmOptions:
+    """`options` with GPUs per array task decided before anything is submitted: the default is 1 where the
+    partition has GPUs and 0 where it has none (1 when sinfo cannot be asked); asking for more GPUs than the
+    partition's nodes have is a BenchError."""
+    if gpus is None:
+        return options if options.gpus_per_job is not None else dataclasses.replace(options, gpus_per_job=1)
+    name, available = gpus
+    if options.gpus_per_job is None:
+        return dataclasses.replace(options, gpus_per_job=min(1, available))
+    if options.gpus_per_job > available:
+        has = f"has {available} GPU(s) per node" if available else "has no GPUs (GRES)"
+        raise BenchError(f"--gpus-per-job {options.gpus_per_job}: partition {name} {has}; ask for "
+                         f"{available or 0} or less, or choose a GPU partition with --partition")
+    return options
+
+
 def submission_folder(results_dir: Path) -> Path:
     """A new `<results>/.slurm/<timestamp>` folder (suffixed when two submissions share a second)."""
     base = results_dir.resolve() / SUBMISSIONS / datetime.now().strftime("%Y%m%d-%H%M%S")
@@ -328,17 +383,21 @@ def submit(shards: list["Shard"], results_dir: Path, options: SlurmOptions,
     """Submit shards as one submitit job array (returns at once) and write its submitted.json record."""
     if not shards:
         raise BenchError("nothing to submit")
-    groups = pack([task_of(s) for s in shards], shards_per_gpu, options.gpus_per_job)
+    if cluster == "slurm":
+        options = with_gpu_request(options, partition_gpus(options.partition))
+    groups = pack([task_of(s) for s in shards], shards_per_gpu, options.gpus_per_job or 0)
     folder = submission_folder(results_dir)
-    executor = (make_executor or new_executor)(folder, cluster)
-    executor.update_parameters(**options.parameters())
-    job = ShardJob(results_dir, device, overwrite, request, shards_per_gpu)
     try:
+        executor = (make_executor or new_executor)(folder, cluster)
+        executor.update_parameters(**options.parameters())
+        job = ShardJob(results_dir, device, overwrite, request, shards_per_gpu)
         jobs = executor.map_array(job, groups)
     except Exception as exc:  # sbatch refused (bad partition, account...): its message, on one line
+        shutil.rmtree(folder, ignore_errors=True)  # a refused submission leaves nothing behind
+        if isinstance(exc, BenchError):
+            raise
         reason = " ".join(str(exc).split())[:300] or exc.__class__.__name__
-        raise BenchError(f"SLURM refused the submission: {reason} (check --partition/--sbatch; "
-                         f"files in {folder})") from exc
+        raise BenchError(f"SLURM refused the submission: {reason} (check --partition/--sbatch)") from exc
     record = {
         "submitted_at": datetime.now(timezone.utc).isoformat(), "submitted_ts": time.time(),
         "cluster": cluster, "folder": str(folder), "results_dir": str(results_dir.resolve()),

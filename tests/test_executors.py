@@ -14,8 +14,8 @@ submitit = pytest.importorskip("submitit")
 
 from bench import store
 from bench.cli import build_parser, run_options
-from bench.executors import (DataRef, ShardJob, ShardTask, SlurmOptions, load_profile, pack, slurm_options, submit,
-                             task_of)
+from bench.executors import (DataRef, ShardJob, ShardTask, SlurmOptions, load_profile, pack, parse_gres_gpus,
+                             slurm_options, submit, task_of)
 from bench.runner import Shard, plan, worker_gpus
 from bench.spec import RunSpec
 from bench.status import decide, query_states
@@ -42,7 +42,12 @@ def fake_slurm(tmp_path, monkeypatch):
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     answer = tmp_path / "sacct.txt"
-    scripts = {"sbatch": 'echo "Submitted batch job 4242"', "srun": "exit 0", "sacct": f'cat "{answer}"'}
+    partitions = tmp_path / "sinfo.txt"  # `%P %G` lines; the default partition is starred
+    partitions.write_text("gpu* gpu:a100:4(S:0-1)\ncpu (null)\n")
+    sinfo = (f'part=""; while [ $# -gt 0 ]; do [ "$1" = "-p" ] && part="$2"; shift; done\n'
+             f'if [ -n "$part" ]; then grep -E "^$part\\*? " "{partitions}"; else cat "{partitions}"; fi; exit 0')
+    scripts = {"sbatch": 'echo "Submitted batch job 4242"', "srun": "exit 0", "sacct": f'cat "{answer}"',
+               "sinfo": sinfo}
     for name, body in scripts.items():
         (bin_dir / name).write_text(f"#!/bin/sh\n{body}\n")
         (bin_dir / name).chmod(0o755)
@@ -411,3 +416,42 @@ def test_shards_per_gpu_grouping(tiny, results):
     assert worker_gpus(1, 4) == [0]  # sequential
     with pytest.raises(Exception, match="--shards-per-gpu must be >= 1"):
         pack([1], 0)
+
+
+def test_gres_fields_give_gpus_per_node():
+    assert parse_gres_gpus("gpu:a100:4(S:0-1)") == 4 and parse_gres_gpus("gpu:2,shard:8") == 2
+    assert parse_gres_gpus("(null)") == 0 and parse_gres_gpus("gpu") == 1 and parse_gres_gpus("") == 0
+
+
+def submission_script(results: Path) -> str:
+    return next(results.glob(".slurm/*/*submission.sh")).read_text()
+
+
+def test_gpus_are_asked_for_only_where_the_partition_has_them(cli, tiny, tmp_path, fake_slurm):
+    common = ["run", "--methods", "ce", "--datasets", tiny, *ONE_EPOCH, "--executor", "slurm"]
+    assert cli(*common, "--results-dir", tmp_path / "cpu", "--partition", "cpu")[0] == 0
+    assert "--gpus-per-node" not in submission_script(tmp_path / "cpu")  # a CPU partition: no GPU request
+    assert cli(*common, "--results-dir", tmp_path / "gpu")[0] == 0  # the default partition (gpu*) has GPUs
+    assert "--gpus-per-node=1" in submission_script(tmp_path / "gpu")
+    assert cli(*common, "--results-dir", tmp_path / "two", "--gpus-per-job", "2")[0] == 0
+    assert "--gpus-per-node=2" in submission_script(tmp_path / "two")
+
+
+@pytest.mark.parametrize("args,message", [
+    (["--partition", "cpu", "--gpus-per-job", "1"], "partition cpu has no GPUs (GRES); ask for 0 or less"),
+    (["--partition", "gpu", "--gpus-per-job", "8"], "partition gpu has 4 GPU(s) per node"),
+    (["--partition", "gpux"], "SLURM has no such partition"),
+])
+def test_impossible_gpu_requests_are_refused_before_submitting(cli, tiny, results, fake_slurm, args, message):
+    code, _, err = cli("run", "--methods", "ce", "--datasets", tiny, *ONE_EPOCH, "--executor", "slurm",
+                       "--results-dir", results, *args)
+    assert code == 2 and message in err and len(err.strip().splitlines()) <= 2
+    assert not (results / ".slurm").exists() or not any((results / ".slurm").iterdir())
+
+
+def test_a_refused_submission_leaves_nothing_behind(cli, tiny, results, fake_slurm):
+    (fake_slurm.bin / "sbatch").write_text("#!/bin/sh\necho 'sbatch: error: Invalid account' >&2\nexit 1\n")
+    code, _, err = cli("run", "--methods", "ce", "--datasets", tiny, *ONE_EPOCH, "--executor", "slurm",
+                       "--results-dir", results, "--partition", "cpu")
+    assert code == 2 and "SLURM refused the submission" in err and "Invalid account" in err
+    assert not (results / ".slurm").exists() or not any((results / ".slurm").iterdir())
