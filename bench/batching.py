@@ -89,6 +89,15 @@ def sorted_batches(lengths: np.ndarray, batch_size: int) -> list[np.ndarray]:
     return [order[i:i + batch_size] for i in range(0, len(order), batch_size)]
 
 
+def in_input_order(batches: list[np.ndarray], outputs: list[torch.Tensor]) -> np.ndarray:
+    """The outputs of `batches` (index arrays, e.g. from `sorted_batches`) as one float32 array in the order of
+    the input: a single copy to the host for all batches."""
+    values = torch.cat(outputs).float().cpu().numpy()
+    out = np.zeros_like(values)
+    out[np.concatenate(batches)] = values
+    return out
+
+
 def take_padded(matrix: np.ndarray, index: np.ndarray, width: int, lengths: np.ndarray, fill: int | float
                 ) -> np.ndarray:
     """Rows `index` of a zero-padded matrix cut or widened to `width` columns, `fill` after each row's end."""

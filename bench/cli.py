@@ -141,8 +141,9 @@ def add_slurm_options(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--partition", default=None, help="SLURM partition")
     group.add_argument("--time-min", type=int, default=None, help="time limit per array task in minutes (default: "
                                                                    "240; timed-out tasks are requeued and resume)")
-    group.add_argument("--gpus-per-job", type=int, default=None, help="GPUs per array task (default: 1 where the partition has GPUs as "
-                                                                    "`sinfo` reports them, else 0)")
+    group.add_argument("--gpus-per-job", type=int, default=None,
+                       help="GPUs per array task (default: 1 where the partition has GPUs as `sinfo` reports them, "
+                            "else 0)")
     group.add_argument("--mem-gb", type=float, default=None, help="memory per array task in GB")
     group.add_argument("--cpus-per-task", type=int, default=None, help="CPUs per array task")
     group.add_argument("--array-parallelism", type=int, default=None, help="array tasks running at once at most")

@@ -79,7 +79,6 @@ class HFEncoder(TextEncoder):
         pooled = pool(out.last_hidden_state, attention_mask, getattr(out, "pooler_output", None), self.pooling)
         return EncoderOutput(pooled, out.last_hidden_state, attention_mask)
 
-
     def sdpa_mask(self, attention_mask: torch.Tensor) -> torch.Tensor:
         """For PyTorch SDPA attention, the padding mask as a ready (B, 1, 1, T) boolean mask: given the 2-D mask,
         Hugging Face models first ask whether it has any padding (`mask.all()`), which makes the host wait for

@@ -16,7 +16,6 @@ import torch
 
 import bench.evaluators  # noqa: F401  (registers the evaluators)
 from bench import store
-from bench.catalog import evaluator_names  # noqa: F401  (moved to a module without torch; importable here)
 from bench.data import TextData, load_dataset, source_data_dir
 from bench.errors import BenchError
 from bench.evaluators.base import (Classifier, EvalContext, EvalOptions, Evaluator, SkipEvaluator,

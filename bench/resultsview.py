@@ -152,6 +152,12 @@ def mix_warnings(frame: pd.DataFrame) -> list[str]:
     return [line for line in lines if line]
 
 
+def first_few(names: list[str]) -> str:
+    """`a, b, c and 4 more`: the first SHOWN_EXAMPLES names of a warning line."""
+    extra = len(names) - SHOWN_EXAMPLES
+    return ", ".join(names[:SHOWN_EXAMPLES]) + (f" and {extra} more" if extra > 0 else "")
+
+
 def collapsed_runs(rows: pd.DataFrame) -> str | None:
     """A warning line naming the runs flagged `collapsed` (one predicted class whatever the input) that these
     rows average in, with the filter that leaves them out."""
@@ -160,8 +166,7 @@ def collapsed_runs(rows: pd.DataFrame) -> str | None:
     keys = sorted(set(rows.loc[as_text(rows["collapsed"]) == "1", "run_key"]))
     if not keys:
         return None
-    shown = ", ".join(keys[:SHOWN_EXAMPLES]) + (f" and {len(keys) - SHOWN_EXAMPLES} more"
-                                                if len(keys) > SHOWN_EXAMPLES else "")
+    shown = first_few(keys)
     return (f"{len(keys)} collapsed run(s) (the model predicts one class whatever the input) are averaged in: "
             f"{shown}; leave them out with --filter collapsed=0, or re-run them with another --lr")
 
@@ -180,8 +185,7 @@ def _mixed(rows: pd.DataFrame, keys: list[str], column: str, what: str, where: s
         return None
     keys_of = [key if isinstance(key, tuple) else (key,) for key in mixed.index]
     names = list(dict.fromkeys("/".join(str(k) for k in key[:depth or None]) for key in keys_of))
-    shown = ", ".join(names[:SHOWN_EXAMPLES]) + (f" and {len(names) - SHOWN_EXAMPLES} more"
-                                                 if len(names) > SHOWN_EXAMPLES else "")
+    shown = first_few(names)
     found = sorted({v for vs in mixed for v in vs})
     listed = [short_value(v) for v in found[:SHOWN_EXAMPLES]] + (
         [f"{len(found) - SHOWN_EXAMPLES} more"] if len(found) > SHOWN_EXAMPLES else [])

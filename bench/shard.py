@@ -18,6 +18,7 @@ from sklearn.metrics import confusion_matrix
 import methods  # noqa: F401  (registers the methods)
 from bench import lease, store
 from bench.batching import Encoded, auto_bucket
+from bench.compile import compile_encoder
 from bench.data import TextData
 from bench.encoders import build_encoder
 from bench.errors import BenchError
@@ -29,7 +30,6 @@ from bench.metrics import classification_records, collapse_note, softmax
 from bench.provenance import provenance
 from bench.registry import METHODS
 from bench.spec import RunSpec
-from bench.compile import compile_encoder
 from bench.token_cache import tokenize_cached
 from bench.trainer import Trainer, resolve_device, seed_everything
 from methods.base import PrepareContext

@@ -1,6 +1,6 @@
 """Counting the places where the host waits for the device: reading a tensor's value (`.item()`, `float(t)`,
-`if t:`, `.tolist()`), operations whose output size depends on the data (`nonzero`, boolean-mask indexing, `unique`), and
-explicit copies to the host (`.cpu()`, `.to("cpu")`). On a GPU each of these stalls the queue of kernels;
+`if t:`, `.tolist()`), operations whose output size depends on the data (`nonzero`, boolean-mask indexing,
+`unique`), and explicit copies to the host (`.cpu()`, `.to("cpu")`). On a GPU each of these stalls the queue of kernels;
 counted on any device, so a CPU test can check that a training step has none."""
 
 from __future__ import annotations

@@ -19,7 +19,7 @@ import torch
 from sklearn.metrics import confusion_matrix
 from tqdm.auto import tqdm
 
-from bench.batching import Encoded, collate, length_grouped_batches, sorted_batches, to_device
+from bench.batching import Encoded, collate, in_input_order, length_grouped_batches, sorted_batches, to_device
 from bench.errors import BenchError
 from bench.spec import TrainConfig
 from bench.store import atomic_torch_save
@@ -161,14 +161,13 @@ class Trainer:
         """Logits (n, N) as float32, in the order of `data`."""
         self.method.eval()
         batches = sorted_batches(data.lengths, batch_size or self.cfg.batch_size * 2)
+        if not batches:
+            return np.zeros((0, self.method.num_labels), dtype=np.float32)
         parts = []
         for index in batches:
             with self.autocast():
                 parts.append(self.method.logits(self.batch(data, index)).float())
-        out = np.zeros((len(data), self.method.num_labels), dtype=np.float32)
-        if batches:  # one copy to the host for the whole split
-            out[np.concatenate(batches)] = torch.cat(parts).cpu().numpy()
-        return out
+        return in_input_order(batches, parts)
 
     def evaluate(self, data: Encoded, what: str = "validation") -> tuple[float, np.ndarray]:
         """Accuracy and confusion matrix on `data` (non-finite outputs fail the shard)."""

@@ -3,14 +3,19 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import signal
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 from bench.cli import main
 
-FIXTURE = Path(__file__).resolve().parent.parent / "datasets" / "fixtures" / "tiny"
+ROOT = Path(__file__).resolve().parent.parent
+FIXTURE = ROOT / "datasets" / "fixtures" / "tiny"
 # A tiny random BERT that learns the fixture in a few epochs on CPU (evaluators are tested on their own).
 FAST = ["--encoder", "tiny-bert", "--epochs", "2", "--lr", "1e-3", "--batch-size", "8", "--no-progress",
         "--max-length", "32", "--evaluators", "none"]
@@ -59,3 +64,59 @@ def cli(capsys):
         return code, captured.out, captured.err
 
     return run
+
+
+# ------------------------------------------------------------------------- fork servers (crash safety, leases)
+
+def launch_env(drop: tuple[str, ...], **extra: str) -> dict[str, str]:
+    """The environment of a `bench` launch: this one without variables starting with `drop` (BENCH_ ...),
+    offline, one CPU thread, the checkout importable, plus `extra`."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(drop)}
+    env.update(HF_HUB_OFFLINE="1", OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", TOKENIZERS_PARALLELISM="false",
+               PYTHONPATH=os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")]).rstrip(os.pathsep))
+    env.update(extra)
+    return env
+
+
+class LineServer:
+    """A child Python process spoken to in lines: JSON requests on its stdin, one answer line each on its stdout
+    (the fork servers that start `bench` launches without paying for imports each time)."""
+
+    def __init__(self, argv: list[str], env: dict[str, str], name: str):
+        self.name = name
+        self.process = subprocess.Popen([sys.executable, *argv], cwd=ROOT, env=env, stdin=subprocess.PIPE,
+                                        stdout=subprocess.PIPE, text=True)
+
+    def send(self, request: dict) -> None:
+        self.process.stdin.write(json.dumps(request) + "\n")
+        self.process.stdin.flush()
+
+    def readline(self) -> str:
+        line = self.process.stdout.readline()
+        if not line:
+            raise RuntimeError(f"the {self.name} died (exit {self.process.wait()})")
+        return line
+
+    def close(self) -> None:
+        self.process.stdin.close()
+        try:
+            self.process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+
+
+def kill_group(pid: int, sig: int = signal.SIGKILL) -> None:
+    """Send `sig` (SIGKILL) to every process in the launch's process group."""
+    try:
+        os.killpg(pid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def process_state(pid: int) -> str:
+    """The process's state letter in /proc (R, S, T stopped, Z zombie, ...); "" once it is gone."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return ""

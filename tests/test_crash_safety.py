@@ -34,9 +34,7 @@ import pandas as pd
 import pytest
 
 from bench import store
-from conftest import FAST, FIXTURE
-
-ROOT = Path(__file__).resolve().parent.parent
+from conftest import FAST, FIXTURE, LineServer, kill_group, launch_env as isolated_launch_env, process_state
 IDENTITY = ["run_key", "method", "dataset", "encoder", "seed", "evaluator", "split", "metric", "label", "n"]
 COLUMNS = [*IDENTITY, "value"]
 # Files whose content does not depend on timing (train_log.json and rows.json carry seconds and timestamps).
@@ -160,25 +158,18 @@ def sweep_args(data: Path, results: Path, jobs: int, methods: str = "ce,cl", see
 
 def launch_env(kill: str = "") -> dict[str, str]:
     """The environment of a sweep: offline, one CPU thread, no BENCH_* settings from outside, the kill point."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("BENCH_", "CHAOS_"))}
-    env.update(HF_HUB_OFFLINE="1", OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", TOKENIZERS_PARALLELISM="false",
-               PYTHONPATH=os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")]).rstrip(os.pathsep))
-    if kill:
-        env["CHAOS_KILL"] = kill
-    return env
+    return isolated_launch_env(("BENCH_", "CHAOS_"), **({"CHAOS_KILL": kill} if kill else {}))
 
 
-class Zygote:
+class Zygote(LineServer):
     """The test's side of the fork server: start a launch, wait for its exit code."""
 
     def __init__(self, wrapper: Path):
-        self.process = subprocess.Popen([sys.executable, str(wrapper), "--zygote"], cwd=ROOT, env=launch_env(),
-                                        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        super().__init__([str(wrapper), "--zygote"], launch_env(), "chaos zygote")
 
     def start(self, argv: list[str], env: dict[str, str], log: Path) -> int:
         """Fork a launch; returns its process id (also its process group id)."""
-        self.process.stdin.write(json.dumps({"argv": argv, "env": env, "log": str(log)}) + "\n")
-        self.process.stdin.flush()
+        self.send({"argv": argv, "env": env, "log": str(log)})
         return int(self.readline())
 
     def wait(self, pid: int) -> int:
@@ -190,20 +181,6 @@ class Zygote:
         finally:
             watchdog.cancel()
             kill_group(pid)  # pool workers that outlived their parent
-
-    def readline(self) -> str:
-        line = self.process.stdout.readline()
-        if not line:
-            raise RuntimeError(f"the chaos zygote died (exit {self.process.wait()})")
-        return line
-
-    def close(self) -> None:
-        self.process.stdin.close()
-        try:
-            self.process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait()
 
 
 class Sweep:
@@ -243,20 +220,9 @@ class Sweep:
         return (self.logs / f"launch-{self.launches}.log").read_text()[-4000:]
 
 
-def kill_group(pid: int) -> None:
-    """SIGKILL every process in the launch's process group."""
-    try:
-        os.killpg(pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
-
-
 def alive(pid: int) -> bool:
     """Whether the process runs (a zombie does not count)."""
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
-    except (OSError, IndexError):
-        return False
+    return process_state(pid) not in ("", "Z")
 
 
 def pool_workers(parent: int) -> list[int]:

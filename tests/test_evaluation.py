@@ -14,7 +14,8 @@ import torch
 
 from bench.data import load_dataset
 from bench.errors import BenchError
-from bench.evaluation import build_evaluators, evaluate_run, evaluator_names, evaluation_path
+from bench.catalog import evaluator_names
+from bench.evaluation import build_evaluators, evaluate_run, evaluation_path
 from bench.evaluators.base import EvalContext, EvalOptions, Evaluator, SkipEvaluator
 from bench.evaluators.contrast import ContrastSets, read_pairs
 from bench.evaluators.representation import Representation, alignment, class_pair_stats, normalise, uniformity

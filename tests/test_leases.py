@@ -32,9 +32,7 @@ import pytest
 
 from bench import lease, store
 from bench.status import decide
-from conftest import FAST, FIXTURE
-
-ROOT = Path(__file__).resolve().parent.parent
+from conftest import FAST, FIXTURE, ROOT, LineServer, kill_group, launch_env, process_state
 IDENTITY = ["run_key", "method", "dataset", "encoder", "seed", "evaluator", "split", "metric", "label", "n"]
 LAUNCH_TIMEOUT = 180
 
@@ -133,19 +131,9 @@ HOLDER = textwrap.dedent("""
 
 # ------------------------------------------------------------------------------------------------ helpers
 
-def kill_group(pid: int, sig: int = signal.SIGKILL) -> None:
-    try:
-        os.killpg(pid, sig)
-    except (ProcessLookupError, PermissionError):
-        pass
-
-
 def stopped(pid: int) -> bool:
     """Whether the process is stopped (SIGSTOP)."""
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "T"
-    except (OSError, IndexError):
-        return False
+    return process_state(pid) == "T"
 
 
 def wait_for(condition, what: str, timeout: float = 120.0) -> None:
@@ -156,24 +144,19 @@ def wait_for(condition, what: str, timeout: float = 120.0) -> None:
         time.sleep(0.05)
 
 
-class Runners:
+class Runners(LineServer):
     """The test's side of the fork server."""
 
     def __init__(self, folder: Path, data: Path):
         self.folder, self.data = folder, data
         wrapper = folder / "lease_bench.py"
         wrapper.write_text(WRAPPER)
-        self.process = subprocess.Popen([sys.executable, str(wrapper)], cwd=ROOT, env=self.env(),
-                                        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        super().__init__([str(wrapper)], self.env(), "fork server")
         self.launches = 0
         self.running: set[int] = set()
 
     def env(self, **hooks: str) -> dict[str, str]:
-        env = {k: v for k, v in os.environ.items() if not k.startswith(("BENCH_", "LEASE_TEST_"))}
-        env.update(HF_HUB_OFFLINE="1", OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", TOKENIZERS_PARALLELISM="false",
-                   PYTHONPATH=os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")]).rstrip(os.pathsep))
-        env.update({f"LEASE_TEST_{k.upper()}": str(v) for k, v in hooks.items()})
-        return env
+        return launch_env(("BENCH_", "LEASE_TEST_"), **{f"LEASE_TEST_{k.upper()}": str(v) for k, v in hooks.items()})
 
     def start(self, results: Path, methods: str = "ce,cl", seeds: str = "1-2", extra: tuple[str, ...] = (),
               **hooks: str) -> tuple[int, Path]:
@@ -182,8 +165,8 @@ class Runners:
         log = self.folder / f"launch-{self.launches}.log"
         argv = ["run", "--methods", methods, "--datasets", str(self.data), "--seeds", seeds, *FAST,
                 "--results-dir", str(results), *extra]
-        self._send({"argv": argv, "env": self.env(**hooks), "log": str(log)})
-        pid = int(self._read())
+        self.send({"argv": argv, "env": self.env(**hooks), "log": str(log)})
+        pid = int(self.readline())
         self.running.add(pid)
         return pid, log
 
@@ -191,8 +174,8 @@ class Runners:
         watchdog = threading.Timer(LAUNCH_TIMEOUT, kill_group, [pid])
         watchdog.start()
         try:
-            self._send({"wait": pid})
-            return int(self._read())
+            self.send({"wait": pid})
+            return int(self.readline())
         finally:
             watchdog.cancel()
             self.running.discard(pid)
@@ -201,30 +184,12 @@ class Runners:
         pid, log = self.start(results, **kwargs)
         return self.wait(pid), log.read_text()
 
-    def _send(self, request: dict) -> None:
-        self.process.stdin.write(json.dumps(request) + "\n")
-        self.process.stdin.flush()
-
-    def _read(self) -> str:
-        line = self.process.stdout.readline()
-        if not line:
-            raise RuntimeError(f"the fork server died (exit {self.process.wait()})")
-        return line
-
     def abandon(self) -> None:
         """Kill and reap what a failed test left running."""
         for pid in list(self.running):
             kill_group(pid, signal.SIGCONT)
             kill_group(pid)
             self.wait(pid)
-
-    def close(self) -> None:
-        self.process.stdin.close()
-        try:
-            self.process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait()
 
 
 @pytest.fixture(scope="module")

@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from bench.batching import Encoded, collate, sorted_batches, to_device
+from bench.batching import Encoded, collate, in_input_order, sorted_batches, to_device
 from bench.encoders import EncoderBundle
 from bench.errors import BenchError
 from bench.evaluators.base import Classifier
@@ -62,10 +62,7 @@ class ModelClassifier(Classifier):
                 parts.append(values.float())
         finally:
             self.method.eval()
-        values = torch.cat(parts).cpu().numpy()  # one copy to the host for all batches
-        out = np.zeros_like(values)
-        out[np.concatenate(batches)] = values
-        return out
+        return in_input_order(batches, parts)
 
     def predict_proba(self, texts: list[str]) -> np.ndarray:
         """Class probabilities (n, N)."""
