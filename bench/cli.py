@@ -147,6 +147,9 @@ def add_slurm_options(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--mem-gb", type=float, default=None, help="memory per array task in GB")
     group.add_argument("--cpus-per-task", type=int, default=None, help="CPUs per array task")
     group.add_argument("--array-parallelism", type=int, default=None, help="array tasks running at once at most")
+    group.add_argument("--max-timeouts", type=int, default=None,
+                       help="times a task that hits --time-min is requeued to resume (default: 3; a shard longer "
+                            "than the time limit needs one per extra time slot)")
     group.add_argument("--sbatch", action="append", default=None, metavar="KEY=VALUE",
                        help="any other sbatch option, e.g. --sbatch account=proj --sbatch qos=high; repeatable")
 
@@ -204,6 +207,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--resume", action="store_true", default=None,
                      help="run or submit only unfinished shards (failed ones included), skipping shards SLURM "
                           "reports as pending or running")
+    run.add_argument("--wait", action="store_true", default=None,
+                     help="with --executor slurm: follow the array with a progress bar until every shard has "
+                          "ended, print the results, exit 1 if any shard did not finish")
     run.add_argument("--shards-per-gpu", type=int, default=None, metavar="K",
                      help="K shards share each GPU (local: K worker processes per GPU; slurm: each array task "
                           "runs K shards per GPU at once) (default: 1)")
@@ -223,13 +229,16 @@ def build_parser() -> argparse.ArgumentParser:
     add_evaluator_options(evaluate)
 
     status = sub.add_parser("status", parents=[common], help="state of every shard: done, running, pending, "
-                                                              "failed, interrupted",
+                                                              "failed, cancelled, interrupted",
                             description="List the shards under a results folder with their state and reason; "
                                         "shards submitted to SLURM are looked up with sacct.")
     status.add_argument("runs", nargs="*", metavar="RUN", help="run keys or glob patterns such as 'ce_mr_*' "
                                                                "(default: all)")
     status.add_argument("--results-dir", default=None,
                         help=f"where runs are stored (default: $BENCH_RESULTS_DIR or ./{DEFAULT_RESULTS})")
+    status.add_argument("--wait", action="store_true",
+                        help="follow the shards until every one has ended (exit 1 if any did not finish)")
+    status.add_argument("--no-progress", action="store_true", help="with --wait: one line per change, no bar")
 
     from bench.plot_cli import add_plot_parser
     from bench.report_cli import add_report_parser, add_results_parser
@@ -328,6 +337,10 @@ def checked_run_options(args: argparse.Namespace) -> tuple[dict[str, Any], dict[
     if resume and overwrite:
         raise BenchError("--resume and --overwrite contradict each other: --resume keeps finished shards, "
                          "--overwrite recomputes them; give one")
+    wait = bool(args.wait) or bool(file_run.get("wait", False))
+    if wait and executor != "slurm":
+        raise BenchError("--wait applies to --executor slurm (a local run always waits); add --executor slurm or "
+                         "drop --wait")
     if executor == "slurm" and args.jobs is not None:
         raise BenchError("--jobs is for local runs; with --executor slurm use --array-parallelism and "
                          "--shards-per-gpu")
@@ -347,6 +360,7 @@ def checked_run_options(args: argparse.Namespace) -> tuple[dict[str, Any], dict[
         "executor": executor,
         "shards_per_gpu": shards_per_gpu,
         "slurm": slurm,
+        "wait": wait,
     }
     check_plan(opts)
     return opts, request
@@ -498,10 +512,12 @@ def cmd_run(args: argparse.Namespace) -> int:
     shards = plan(opts["methods"], opts["datasets"], opts["encoders"], opts["seeds"], opts["overrides"],
                   opts["data_dir"], opts["knobs"], results_dir, opts["request"])
     print(f"bench: {len(shards)} shard(s) -> {results_dir}", file=sys.stderr)
+    planned_keys = [s.spec.key for s in shards]
     if opts["resume"] or (opts["executor"] == "slurm" and not opts["overwrite"]):
         shards = skip_active(shards, results_dir)  # never queue a shard twice
     if opts["executor"] == "slurm":
-        return submit_shards(shards, opts)
+        code = submit_shards(shards, opts)
+        return wait_for(planned_keys, results_dir, not args.no_progress) if opts["wait"] else code
 
     def report(i: int, n: int, outcome: Any) -> None:
         accuracy = next((r["value"] for r in outcome.rows if r["metric"] == "accuracy" and r["split"] == "test"),
@@ -579,8 +595,31 @@ def submit_shards(shards: list[Any], opts: dict[str, Any]) -> int:
     return 0
 
 
+def wait_for(keys: list[str], results_dir: Path, progress: bool) -> int:
+    """Follow the shards `keys` until each has ended, then print the results table of the finished ones and
+    what became of the others; 0 when every one finished, else 1."""
+    from bench import store
+    from bench.follow import follow
+    from bench.status import format_table
+    from bench.summary import summary_table
+
+    print("bench: waiting for the shards to end (Ctrl-C stops waiting; the jobs go on)", file=sys.stderr)
+    statuses = follow(results_dir, keys, progress=progress and sys.stderr.isatty())
+    rows = [row for s in statuses if s.state == "done" for row in store.run_rows(results_dir / s.key)]
+    if rows:
+        print(summary_table(rows).to_string(index=False))
+    unfinished = [s for s in statuses if s.state != "done"]
+    if unfinished:
+        print(f"bench: {len(unfinished)} of {len(statuses)} shard(s) did not finish:", file=sys.stderr)
+        print(format_table(unfinished), file=sys.stderr)
+        return 1
+    print(f"bench: all {len(statuses)} shard(s) done", file=sys.stderr)
+    return 0
+
+
 def cmd_status(args: argparse.Namespace) -> int:
-    """Print every shard's state (done, running, pending, failed, interrupted, unknown) and the counts."""
+    """Print every shard's state (done, running, pending, failed, cancelled, interrupted, unknown) and the
+    counts; with --wait, first follow them until each has ended."""
     from bench.status import format_table, shard_states, summary_line
 
     results_dir = resolve_results_dir(args.results_dir)
@@ -588,9 +627,14 @@ def cmd_status(args: argparse.Namespace) -> int:
     if not statuses:
         print(f"bench: no shards under {results_dir} yet (start some with `bench run`)", file=sys.stderr)
         return 0
+    if args.wait:
+        from bench.follow import follow
+
+        statuses = follow(results_dir, [s.key for s in statuses],
+                          progress=not args.no_progress and sys.stderr.isatty())
     print(format_table(statuses))
     print(summary_line(statuses))
-    return 0
+    return 1 if args.wait and any(s.state != "done" for s in statuses) else 0
 
 
 def report_failed_evaluations(failed: list[Any], remark: str = "") -> None:

@@ -45,7 +45,8 @@ log = logging.getLogger(__name__)
 EXECUTORS = ("local", "slurm")
 INSTALL = "pip install clbench[slurm]"
 # Keys of a SLURM profile (YAML), of `bench run` flags (dashes for underscores) and of --config run keys.
-SLURM_KEYS = ("partition", "time_min", "gpus_per_job", "mem_gb", "cpus_per_task", "array_parallelism", "sbatch")
+SLURM_KEYS = ("partition", "time_min", "gpus_per_job", "mem_gb", "cpus_per_task", "array_parallelism",
+              "max_timeouts", "sbatch")
 # sbatch options that have their own flag; `--sbatch` must not set them a second time.
 OWN_FLAGS = {"partition": "--partition", "time": "--time-min", "gpus-per-node": "--gpus-per-job",
              "mem": "--mem-gb", "cpus-per-task": "--cpus-per-task", "array": "--array-parallelism"}
@@ -63,6 +64,7 @@ class SlurmOptions:
     mem_gb: float | None = None
     cpus_per_task: int | None = None
     array_parallelism: int | None = None
+    max_timeouts: int = 3  # requeues after hitting the time limit (submitit's count; preemptions are not counted)
     sbatch: tuple[tuple[str, Any], ...] = ()  # further `#SBATCH --KEY=VALUE` lines (account, qos, constraint...)
 
     def __post_init__(self) -> None:
@@ -72,6 +74,7 @@ class SlurmOptions:
             (self.mem_gb is None or self.mem_gb > 0, "--mem-gb must be > 0"),
             (self.cpus_per_task is None or self.cpus_per_task >= 1, "--cpus-per-task must be >= 1"),
             (self.array_parallelism is None or self.array_parallelism >= 1, "--array-parallelism must be >= 1"),
+            (self.max_timeouts >= 0, "--max-timeouts must be >= 0"),
         ]
         for ok, message in checks:
             if not ok:
@@ -81,10 +84,18 @@ class SlurmOptions:
             if flag:
                 raise BenchError(f"--sbatch {key}=...: use {flag} instead")
 
+    @property
+    def signal_delay_s(self) -> int:
+        """Seconds before the time limit at which SLURM warns a task (USR2) so that submitit requeues it: 90, or a
+        quarter of a short limit (at least 10 s) -- a warning 90 s before the end of a 1-minute task would come
+        at its start and requeue it before it has trained at all."""
+        return int(min(90, max(10, self.time_min * 60 // 4)))
+
     def parameters(self) -> dict[str, Any]:
         """Keyword arguments for `submitit.AutoExecutor.update_parameters` (unset options left out)."""
         gpus = 1 if self.gpus_per_job is None else self.gpus_per_job
-        params: dict[str, Any] = {"name": "bench", "timeout_min": self.time_min}
+        params: dict[str, Any] = {"name": "bench", "timeout_min": self.time_min,
+                                  "slurm_signal_delay_s": self.signal_delay_s}
         if gpus:  # no GPU request at all on a CPU partition (some clusters refuse even a zero GRES)
             params["gpus_per_node"] = gpus
         if self.mem_gb is not None:
@@ -237,6 +248,7 @@ class ShardJob(Checkpointable):
         logging.basicConfig(level=logging.WARNING, format="%(levelname)s: %(message)s")
         os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
         results_dir = Path(self.results_dir)
+        overwrite = self.overwrite and not requeued_run()
         shards: list[Shard] = []
         outcomes: list[ShardOutcome] = []
         loaded: dict[DataRef, Any] = {}
@@ -257,7 +269,7 @@ class ShardJob(Checkpointable):
             print(f"[{i}/{n}] {outcome.status:7s} {outcome.key}  {outcome.message}"
                   + (f"  ({outcome.seconds:.0f}s)" if outcome.status == "done" else ""), flush=True)
 
-        outcomes += execute(shards, results_dir, 1, self.device, self.overwrite, False, report,
+        outcomes += execute(shards, results_dir, 1, self.device, overwrite, False, report,
                             self.request or ShardRequest(), shards_per_gpu=self.shards_per_gpu)
         return outcomes
 
@@ -270,6 +282,16 @@ class ShardJob(Checkpointable):
 
     def __repr__(self) -> str:
         return f"ShardJob({self.results_dir!r}, overwrite={self.overwrite}, shards_per_gpu={self.shards_per_gpu})"
+
+
+def requeued_run() -> bool:
+    """Whether this process is a rerun of a requeued SLURM job (SLURM_RESTART_COUNT > 0): it must resume, even
+    when the submission asked to overwrite, or a requeue by the scheduler or an admin would throw away the
+    checkpoints of the run it interrupted."""
+    try:
+        return int(os.environ.get("SLURM_RESTART_COUNT") or 0) > 0
+    except ValueError:
+        return False
 
 
 def fail_task(results_dir: Path, task: ShardTask, reason: str) -> "ShardOutcome":
@@ -290,15 +312,16 @@ def pack(items: list[Any], shards_per_gpu: int = 1, gpus_per_job: int = 1) -> li
     return [items[i:i + size] for i in range(0, len(items), size)]
 
 
-def new_executor(folder: Path, cluster: str = "slurm") -> Any:
-    """A submitit AutoExecutor writing into `folder` (checks that submitit and SLURM are here)."""
+def new_executor(folder: Path, cluster: str = "slurm", max_timeouts: int = 3) -> Any:
+    """A submitit AutoExecutor writing into `folder`, requeueing a task that hits its time limit up to
+    `max_timeouts` times (checks that submitit and SLURM are here)."""
     require_submitit()
     import submitit
 
     if cluster == "slurm" and not (shutil.which("sbatch") and shutil.which("srun")):
         raise BenchError("--executor slurm: no `sbatch`/`srun` on this machine; run `bench run` on the "
                          "cluster's login node, or use --executor local")
-    return submitit.AutoExecutor(folder=folder, cluster=cluster)
+    return submitit.AutoExecutor(folder=folder, cluster=cluster, slurm_max_num_timeout=max_timeouts)
 
 
 @dataclass
@@ -379,7 +402,7 @@ def submission_folder(results_dir: Path) -> Path:
 def submit(shards: list["Shard"], results_dir: Path, options: SlurmOptions,
            request: "ShardRequest | None" = None, device: str = "auto", overwrite: bool = False,
            shards_per_gpu: int = 1, cluster: str = "slurm",
-           make_executor: Callable[[Path, str], Any] | None = None) -> Submission:
+           make_executor: Callable[[Path, str, int], Any] | None = None) -> Submission:
     """Submit shards as one submitit job array (returns at once) and write its submitted.json record."""
     if not shards:
         raise BenchError("nothing to submit")
@@ -388,7 +411,7 @@ def submit(shards: list["Shard"], results_dir: Path, options: SlurmOptions,
     groups = pack([task_of(s) for s in shards], shards_per_gpu, options.gpus_per_job or 0)
     folder = submission_folder(results_dir)
     try:
-        executor = (make_executor or new_executor)(folder, cluster)
+        executor = (make_executor or new_executor)(folder, cluster, options.max_timeouts)
         executor.update_parameters(**options.parameters())
         job = ShardJob(results_dir, device, overwrite, request, shards_per_gpu)
         jobs = executor.map_array(job, groups)
@@ -401,7 +424,7 @@ def submit(shards: list["Shard"], results_dir: Path, options: SlurmOptions,
     record = {
         "submitted_at": datetime.now(timezone.utc).isoformat(), "submitted_ts": time.time(),
         "cluster": cluster, "folder": str(folder), "results_dir": str(results_dir.resolve()),
-        "parameters": options.parameters(), "shards_per_gpu": shards_per_gpu, "overwrite": overwrite,
+        "parameters": options.parameters(), "max_timeouts": options.max_timeouts, "shards_per_gpu": shards_per_gpu, "overwrite": overwrite,
         "argv": sys.argv, "jobs": [], "shards": {},
     }
     for index, (handle, group) in enumerate(zip(jobs, groups)):

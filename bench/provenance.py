@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import os
 import platform
 import socket
 import subprocess
@@ -52,4 +53,11 @@ def provenance(device: torch.device) -> dict[str, Any]:
         "device": device_name(device),
         "cpu_threads": torch.get_num_threads(),  # CPU threads of this process (--jobs K shares the cores)
         "host": socket.gethostname(),
+        "slurm_job": slurm_job(),
     }
+
+
+def slurm_job() -> str:
+    """The SLURM job this process runs in (`123_4` for task 4 of array 123), "" outside SLURM."""
+    array, task = os.environ.get("SLURM_ARRAY_JOB_ID"), os.environ.get("SLURM_ARRAY_TASK_ID")
+    return f"{array}_{task}" if array and task else os.environ.get("SLURM_JOB_ID", "")

@@ -18,7 +18,8 @@ SUBMISSIONS = ".slurm"  # under the results folder: one submitit folder per subm
 SUBMITTED = "submitted.json"  # in each submission folder: shard key -> job
 CHECKPOINT = "checkpoint.pt"  # as in bench.shard (not imported: it pulls in torch)
 RUN_FILES = (store.ROWS, store.SPEC, store.ERROR, CHECKPOINT, lease.LEASE)
-STATES = ("done", "running", "pending", "failed", "interrupted", "unknown")
+STATES = ("done", "running", "pending", "failed", "cancelled", "interrupted", "unknown")
+ENDED = ("done", "failed", "cancelled", "interrupted")  # no runner will touch these shards again by itself
 QUEUED = {"PENDING", "REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED", "CONFIGURING", "RESV_DEL_HOLD", "SPECIAL_EXIT"}
 RUNNING = {"RUNNING", "COMPLETING", "SUSPENDED", "STAGE_OUT", "SIGNALING", "RESIZING", "STOPPED"}
 FAILED = {"FAILED", "OUT_OF_MEMORY", "NODE_FAIL", "BOOT_FAIL"}
@@ -116,8 +117,9 @@ def decide(key: str, run_dir: Path | None, submitted: dict[str, Any] | None,
         log = f"; log: {submitted['stdout']}" if submitted.get("stdout") else ""
         if scheduler == "UNKNOWN":
             return ShardStatus(key, "unknown", f"the scheduler has no record of job {job} ({progress})", job)
-        state = "failed" if scheduler in FAILED else "interrupted"
-        return ShardStatus(key, state, f"slurm job ended {scheduler}; {stale}{progress}{log}", job)
+        state = "failed" if scheduler in FAILED else "cancelled" if scheduler == "CANCELLED" else "interrupted"
+        again = "; `bench run --resume --executor slurm` submits it again" if state != "failed" else ""
+        return ShardStatus(key, state, f"slurm job ended {scheduler}; {stale}{progress}{again}{log}", job)
     if stale:
         return ShardStatus(key, "interrupted", f"{stale}{progress}; `bench run --resume` continues it")
     return ShardStatus(key, "interrupted", f"{progress} (no runner holds it); "
@@ -150,9 +152,20 @@ def shard_states(results_dir: Path, patterns: list[str] | tuple[str, ...] = (),
                                  "elsewhere; `bench status` alone lists them all)")
             chosen.extend(matches)
         keys = list(dict.fromkeys(chosen))
+    return states_of(results_dir, keys, query, folders, submitted)
+
+
+def states_of(results_dir: Path, keys: list[str], query: StateQuery | None = None,
+              folders: dict[str, Path] | None = None,
+              submitted: dict[str, dict[str, Any]] | None = None) -> list[ShardStatus]:
+    """The states of the shards `keys` (in that order; a key without files or submission is 'interrupted, not
+    started'); the scheduler is asked once, about unfinished submitted shards only, before the files are read
+    (a task that ends in between has then written its rows: done, not 'ended without rows')."""
+    submitted = submissions(results_dir) if submitted is None else submitted
     ask = sorted({submitted[k]["job_id"] for k in keys
-                  if k in submitted and not (k in folders and store.is_finished(folders[k]))})
+                  if k in submitted and not store.is_finished(results_dir / k)})
     states = (query or query_states)(ask) if ask else {}
+    folders = run_folders(results_dir) if folders is None or ask else folders
     return [decide(k, folders.get(k), submitted.get(k),
                    None if states is None or k not in submitted else states.get(submitted[k]["job_id"], "UNKNOWN"))
             for k in keys]

@@ -42,7 +42,7 @@ NOT_SETTINGS = {"run_key", "method", "dataset", "encoder", "seed", "evaluator", 
                 "value", "n", "note", "test", "capability", "type", "config_hash", "method_version",
                 "data_fingerprint",
                 "best_epoch", "epochs_run", "wall_seconds", "train_seconds", "clbench_version", "git_commit",
-                "torch_version", "transformers_version", "python_version", "device", "host", "finished_at",
+                "torch_version", "transformers_version", "python_version", "device", "host", "slurm_job", "finished_at",
                 "eval_hash", "eval_seconds", "cpu_threads", "collapsed", "compiled", "length_bucket",
                 "build_seconds", "prepare_seconds", "tokenize_seconds", "test_seconds"}
 

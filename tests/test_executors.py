@@ -4,6 +4,7 @@ its requeue, submitit's local executor, `bench status`, `--resume` and `--shards
 import json
 import os
 import pickle
+import re
 import time
 from pathlib import Path
 from types import SimpleNamespace
@@ -36,8 +37,20 @@ def values(run_dir):
     return [r["value"] for r in json.loads((run_dir / "rows.json").read_text())]
 
 
+@pytest.fixture(autouse=True)
+def no_real_scheduler(tmp_path, monkeypatch):
+    """A machine with a real SLURM cluster (see test_slurm_cluster.py) must not answer these tests: `sinfo` and
+    `sacct` here fail as where the scheduler cannot be asked (fake_slurm puts its own before them)."""
+    bin_dir = tmp_path / "no-scheduler"
+    bin_dir.mkdir()
+    for name in ("sinfo", "sacct"):
+        (bin_dir / name).write_text("#!/bin/sh\nexit 1\n")
+        (bin_dir / name).chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+
+
 @pytest.fixture
-def fake_slurm(tmp_path, monkeypatch):
+def fake_slurm(tmp_path, monkeypatch, no_real_scheduler):
     """`sbatch`, `srun` and `sacct` stand-ins on PATH; write sacct's answer with `.sacct(text)`."""
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
@@ -92,8 +105,9 @@ def mocked(monkeypatch):
     """Every submission goes to a FakeExecutor; returns the list of executors made."""
     made = []
 
-    def factory(folder, cluster="slurm"):
+    def factory(folder, cluster="slurm", max_timeouts=3):
         made.append(FakeExecutor(folder, cluster, 4242 + len(made)))
+        made[-1].max_timeouts = max_timeouts
         return made[-1]
 
     monkeypatch.setattr("bench.executors.new_executor", factory)
@@ -224,7 +238,7 @@ def test_options_from_profile_config_and_flags(tmp_path, fake_slurm):
                                       "--gpus-per-job", "2"])
     opts = run_options(args)  # the profile is found next to the config file
     assert opts["executor"] == "slurm" and opts["shards_per_gpu"] == 2
-    expected = {"name": "bench", "timeout_min": 60, "gpus_per_node": 2, "mem_gb": 32.0, "cpus_per_task": 8,
+    expected = {"name": "bench", "timeout_min": 60, "slurm_signal_delay_s": 90, "gpus_per_node": 2, "mem_gb": 32.0, "cpus_per_task": 8,
                 "slurm_partition": "big", "slurm_array_parallelism": 4,
                 "slurm_additional_parameters": {"account": "proj", "qos": "high"}}
     assert opts["slurm"].parameters() == expected
@@ -236,10 +250,11 @@ def test_submission_returns_at_once_with_the_mapped_parameters(cli, tiny, result
     code, out, err = cli("run", "--methods", "ce", "--datasets", tiny, "--seeds", "1-3", *ONE_EPOCH,
                          "--executor", "slurm", "--partition", "gpu", "--time-min", "90", "--mem-gb", "16",
                          "--cpus-per-task", "4", "--array-parallelism", "8", "--sbatch", "account=proj",
-                         "--shards-per-gpu", "2")
+                         "--shards-per-gpu", "2", "--max-timeouts", "7")
     assert code == 0, err
     (executor,) = mocked
-    assert executor.parameters == {"name": "bench", "timeout_min": 90, "gpus_per_node": 1, "mem_gb": 16.0,
+    assert executor.max_timeouts == 7
+    assert executor.parameters == {"name": "bench", "timeout_min": 90, "slurm_signal_delay_s": 90, "gpus_per_node": 1, "mem_gb": 16.0,
                                    "cpus_per_task": 4, "slurm_partition": "gpu", "slurm_array_parallelism": 8,
                                    "slurm_additional_parameters": {"account": "proj"}}
     ((fn, groups),) = executor.calls
@@ -256,7 +271,9 @@ def test_submission_returns_at_once_with_the_mapped_parameters(cli, tiny, result
     (["--executor", "slurm", "--sbatch", "account"], "expected KEY=VALUE"),
     (["--executor", "slurm", "--sbatch", "partition=x"], "use --partition instead"),
     (["--executor", "slurm", "--time-min", "0"], "--time-min must be >= 1"),
+    (["--executor", "slurm", "--max-timeouts", "-1"], "--max-timeouts must be >= 0"),
     (["--executor", "slurm", "--jobs", "2"], "--jobs is for local runs"),
+    (["--wait"], "--wait applies to --executor slurm"),
     (["--resume", "--overwrite"], "contradict"),
     (["--shards-per-gpu", "0"], "--shards-per-gpu must be a whole number >= 1"),
 ])
@@ -366,6 +383,143 @@ def test_failure_after_submission_wins_over_an_unreachable_scheduler(tmp_path):
     assert (decide("k", run_dir, earlier, None).state, decide("k", run_dir, earlier, None).reason) == ("failed", "boom")
     assert decide("k", run_dir, later, "RUNNING").state == "running"
     assert decide("k", None, later, "OUT_OF_MEMORY").state == "failed"
+
+
+def test_a_cancelled_job_says_cancelled_and_how_to_go_on(tmp_path):
+    run_dir = tmp_path / "k"
+    run_dir.mkdir()
+    (run_dir / "checkpoint.pt").write_text("")
+    submitted = {"job_id": "1_0", "submitted_ts": time.time() - 60, "stdout": "log.out"}
+    state = decide("k", run_dir, submitted, "CANCELLED")
+    assert state.state == "cancelled" and "ended CANCELLED; checkpoint present" in state.reason
+    assert "--resume --executor slurm" in state.reason
+    assert decide("k", run_dir, submitted, "TIMEOUT").state == "interrupted"
+
+
+class Scripted:
+    """A scheduler whose answers (job id -> state) are scripted per call; a fake clock advanced by `sleep`."""
+
+    def __init__(self, answers, on_call=None):
+        self.answers, self.calls, self.now, self.on_call = list(answers), 0, 0.0, on_call or (lambda n: None)
+
+    def __call__(self, job_ids):
+        self.on_call(self.calls)
+        answer = self.answers[min(self.calls, len(self.answers) - 1)]
+        self.calls += 1
+        return None if answer is None else {j: answer.get(j, "UNKNOWN") for j in job_ids}
+
+    def sleep(self, seconds):
+        self.now += seconds
+
+
+def test_follow_waits_until_every_shard_has_ended(results, mocked, capsys):
+    from bench.follow import follow
+
+    keys = make_results(results, mocked)  # seeds 4-6 submitted as 4242_0..2, seed 3 interrupted locally
+    chosen = [keys[1], keys[2], keys[4], keys[5]]
+
+    def finish(call):
+        if call == 2:  # the pending shard's task finishes between the 2nd and 3rd look
+            (results / keys[4]).mkdir(exist_ok=True)
+            (results / keys[4] / "rows.json").write_text("[]")
+
+    scheduler = Scripted([{"4242_0": "PENDING", "4242_1": "RUNNING"}, {"4242_0": "RUNNING", "4242_1": "RUNNING"},
+                          {"4242_0": "COMPLETED", "4242_1": "CANCELLED"}], finish)
+    statuses = follow(results, chosen, poll_seconds=15, progress=False, query=scheduler,
+                      clock=lambda: scheduler.now, sleep=scheduler.sleep)
+    assert [s.state for s in statuses] == ["done", "failed", "done", "cancelled"]
+    assert scheduler.calls == 3 and scheduler.now == 30
+    lines = capsys.readouterr().err.splitlines()  # one line per change of the counts
+    assert lines == ["bench: 1/4 done, 1 running, 1 pending, 1 failed (0 s)",
+                     "bench: 1/4 done, 2 running, 1 failed (15 s)",
+                     "bench: 2/4 done, 1 failed, 1 cancelled (30 s)"]
+
+
+def test_follow_gives_up_on_shards_the_scheduler_never_knows(results, mocked, capsys):
+    from bench.follow import UNKNOWN_GRACE_SECONDS, follow
+
+    keys = make_results(results, mocked)
+    scheduler = Scripted([None])  # unreachable, every time
+    statuses = follow(results, [keys[4]], poll_seconds=60, progress=False, query=scheduler,
+                      clock=lambda: scheduler.now, sleep=scheduler.sleep)
+    assert statuses[0].state == "unknown" and scheduler.now == UNKNOWN_GRACE_SECONDS
+    scheduler = Scripted([{}, {}, {"4242_0": "RUNNING"}, {"4242_0": "COMPLETED"}])  # known after a while
+    statuses = follow(results, [keys[4]], poll_seconds=120, progress=False, query=scheduler,
+                      clock=lambda: scheduler.now, sleep=scheduler.sleep)
+    assert statuses[0].state == "interrupted" and scheduler.calls == 4  # the grace restarts once it is known
+
+
+def test_run_wait_follows_the_array_and_fails_when_a_shard_fails(cli, tiny, results, mocked, monkeypatch,
+                                                                  one_thread):
+    monkeypatch.setattr("bench.follow.POLL_SECONDS", 0.01)
+    base = ["run", "--methods", "ce", "--datasets", tiny, "--seeds", "1,2", *ONE_EPOCH, "--executor", "slurm"]
+
+    def scheduler(fail_second):
+        def states(job_ids):
+            (executor,) = mocked[-1:]
+            (fn, groups), = executor.calls
+            if not states.ran:  # the array tasks run on the cluster while bench follows them
+                states.ran = True
+                fn(groups[0])
+                if not fail_second:
+                    fn(groups[1])
+                return {j: "RUNNING" for j in job_ids}
+            return {j: "FAILED" if fail_second and j == "4242_1" else "COMPLETED" for j in job_ids}
+        states.ran = False
+        return states
+
+    monkeypatch.setattr("bench.status.query_states", scheduler(fail_second=True))
+    code, out, err = cli(*base, "--wait", "--results-dir", results)
+    assert code == 1, err
+    assert re.search(r"^\s*tiny\s+tiny-bert\s+ce\s+1\s", out, re.M) and "1 of 2 shard(s) did not finish" in err
+    assert "ended FAILED" in err and "1/2 done" in err
+
+    other = results.parent / "all-done"
+    monkeypatch.setattr("bench.status.query_states", scheduler(fail_second=False))
+    code, out, err = cli(*base, "--wait", "--results-dir", other)
+    assert code == 0, err
+    assert "all 2 shard(s) done" in err
+    assert re.search(r"^\s*tiny\s+tiny-bert\s+ce\s+2\s", out, re.M)  # the table: ce on tiny, 2 seeds
+    code, out, err = cli(*base, "--wait", "--results-dir", other)  # nothing left to submit: still a table
+    assert code == 0 and "nothing to submit" in err and "all 2 shard(s) done" in err
+    monkeypatch.setattr("bench.status.query_states", lambda ids: {i: "FAILED" for i in ids})
+    code, out, _ = cli("status", "--wait", "--results-dir", results)
+    assert code == 1 and out.splitlines()[-1] == "2 shard(s): 1 done, 1 failed"
+
+
+@pytest.mark.parametrize("restarts,resumed", [("", 0), ("0", 0), ("1", 1)])
+def test_a_requeued_run_resumes_even_when_the_submission_overwrote(tiny, results, monkeypatch, one_thread,
+                                                                   restarts, resumed):
+    """SLURM reruns the submitted pickle after `scontrol requeue` or a node failure: with --overwrite its first
+    run starts afresh, a rerun (SLURM_RESTART_COUNT > 0) continues from the checkpoint."""
+    from bench.trainer import Trainer
+    from test_trainer import Killed
+
+    shards, opts = planned(tiny, results, "--epochs", "2")
+    tasks = [task_of(s) for s in shards]
+    job = ShardJob(results, "cpu", overwrite=True, request=opts["request"])
+    original_save = Trainer.save
+
+    def save_then_preempt(self, *a):
+        original_save(self, *a)
+        raise Killed
+
+    monkeypatch.setattr(Trainer, "save", save_then_preempt)
+    with pytest.raises(Killed):
+        job(tasks)
+    monkeypatch.setattr(Trainer, "save", original_save)
+    monkeypatch.setenv("SLURM_RESTART_COUNT", restarts)
+    (outcome,) = pickle.loads(pickle.dumps(job))(tasks)  # the very pickle SLURM runs again
+    assert outcome.status == "done"
+    assert json.loads((results / tasks[0].spec.key / "train_log.json").read_text())["resumed_from_epoch"] == resumed
+
+
+def test_short_time_limits_get_an_early_enough_warning(tiny, results, fake_slurm):
+    assert [SlurmOptions(time_min=t).signal_delay_s for t in (1, 2, 6, 240)] == [15, 30, 90, 90]
+    shards, opts = planned(tiny, results)
+    submission = submit(shards, results, SlurmOptions(time_min=1, partition="cpu"), opts["request"])
+    script = next(submission.folder.glob("*submission.sh")).read_text()
+    assert "--signal=USR2@15" in script and "--time=1" in script and "gpus" not in script
 
 
 # ----------------------------------------------------------------------------------------------- resume, packing
