@@ -435,6 +435,24 @@ def test_follow_waits_until_every_shard_has_ended(results, mocked, capsys):
                      "bench: 2/4 done, 1 failed, 1 cancelled (30 s)"]
 
 
+def test_follow_draws_a_bar_of_shards_done(results, mocked, capsys):
+    from bench.follow import follow
+
+    keys = make_results(results, mocked)
+
+    def finish(call):
+        if call == 1:
+            (results / keys[4]).mkdir()
+            (results / keys[4] / "rows.json").write_text("[]")
+
+    scheduler = Scripted([{"4242_0": "RUNNING"}, {"4242_0": "COMPLETED"}], finish)
+    follow(results, [keys[1], keys[4]], poll_seconds=1, progress=True, query=scheduler,
+           clock=lambda: scheduler.now, sleep=scheduler.sleep)
+    err = capsys.readouterr().err
+    assert "shards" in err and "1/2" in err and "2/2" in err and "1 running" in err
+    assert "bench: " not in err  # the bar instead of lines
+
+
 def test_follow_gives_up_on_shards_the_scheduler_never_knows(results, mocked, capsys):
     from bench.follow import UNKNOWN_GRACE_SECONDS, follow
 

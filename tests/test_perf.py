@@ -314,3 +314,22 @@ def test_hf_trainer_without_accelerate_is_a_one_line_error(monkeypatch, capsys):
     assert perf_main(["hf-trainer", "--encoder", "tiny-bert", "--quiet"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "pip install 'clbench[perf]'" in err[0]
+
+
+def test_slurm_benchmark_says_why_it_cannot_run_without_a_cluster(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("PATH", str(tmp_path))  # no sbatch, sinfo, sacct...
+    assert perf_main(["slurm", "--slurm-shards", "3"]) == 2
+    err = capsys.readouterr().err
+    assert "no SLURM cluster here" in err and "scripts/start-local-slurm.sh" in err
+    assert perf_main(["slurm", "--slurm-shards", "0"]) == 2
+    assert "--slurm-shards must be >= 1" in capsys.readouterr().err
+
+
+def test_the_slow_dataset_is_balanced_and_loads(tmp_path):
+    from bench.data import load_dataset
+    from bench.perf.slurm import slow_dataset
+
+    data = load_dataset(str(slow_dataset(tmp_path / "slow", 90, 27)), None, 0, 0.1)
+    assert len(data.train) + len(data.validation) == 90 and len(data.test) == 27
+    assert np.bincount(data.test.labels).tolist() == [9, 9, 9]
+    assert sorted(data.label_names) == ["food", "sport", "tech"]

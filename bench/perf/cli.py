@@ -11,6 +11,7 @@
     python -m bench.perf shard-cost --dataset trec --data-dir ../shared/data # the fixed cost of one real shard
     python -m bench.perf compile --methods ce,clld-adaptive ...              # eager vs torch.compile step time
     python -m bench.perf estimate --config configs/clld-table2.yaml ...      # expected wall time of a sweep
+    python -m bench.perf slurm --slurm-shards 30                             # submission and requeue costs
 
 Rounds alternate between the variants so that machine noise hits both alike; the medians are compared.
 Models are set up as a real shard sets them up: deterministic kernels on a CPU only, the Trainer's length bucket
@@ -38,6 +39,7 @@ from bench.perf.fixed_cost import shard_cost
 from bench.perf.hf_baseline import hf_trainer
 from bench.perf.loops import methods_step, overhead, padding
 from bench.perf.mfu import report, throughput
+from bench.perf.slurm import slurm_bench
 from bench.registry import METHODS
 from bench.walltime import INHERENT_PASSES
 
@@ -47,7 +49,7 @@ PROG = "python -m bench.perf"
 COMMANDS: dict[str, Callable[[argparse.Namespace], dict]] = {
     "overhead": overhead, "padding": padding, "methods": methods_step, "hf-trainer": hf_trainer,
     "throughput": throughput, "report": report, "short-texts": short_texts, "shards": shards,
-    "shard-cost": shard_cost, "compile": compile_bench, "estimate": run_estimate}
+    "shard-cost": shard_cost, "compile": compile_bench, "estimate": run_estimate, "slurm": slurm_bench}
 
 
 class UsageError(Exception):
@@ -79,7 +81,7 @@ def resolve(args: argparse.Namespace) -> None:
     if command != "shard-cost":  # shard-cost leaves these to `bench run` (the dataset card's defaults)
         args.batch_size = 32 if args.batch_size is None else args.batch_size
         args.max_length = 128 if args.max_length is None else args.max_length
-    for option in ("batch_size", "max_length", "steps", "rounds"):
+    for option in ("batch_size", "max_length", "steps", "rounds", "slurm_shards"):
         value = getattr(args, option)
         if value is not None and value < 1:
             raise BenchError(f"--{option.replace('_', '-')} must be >= 1, got {value}")
@@ -171,6 +173,10 @@ def build_parser() -> Parser:
                             help="seconds added per shard for loading and evaluation (default 0: FLOPs only; "
                                  "`shard-cost` suggests a value)")
     estimating.add_argument("--results-dir", default=None, help="set measured epoch times of finished runs beside")
+    clustering = parser.add_argument_group("slurm (on a real cluster: scripts/start-local-slurm.sh starts one)")
+    clustering.add_argument("--slurm-shards", type=int, default=30, help="shards submitted at once (default 30)")
+    clustering.add_argument("--requeue-hold", action="store_true",
+                            help="also time a requeue with SLURM's own hold before restarting (about 2 min)")
     return parser
 
 
