@@ -608,6 +608,10 @@ def wait_for(keys: list[str], results_dir: Path, progress: bool) -> int:
     rows = [row for s in statuses if s.state == "done" for row in store.run_rows(results_dir / s.key)]
     if rows:
         print(summary_table(rows).to_string(index=False))
+    collapsed = sorted({r["run_key"] for r in rows if r.get("collapsed") and r.get("evaluator") == "clean"})
+    if collapsed:
+        print(f"warning: {len(collapsed)} shard(s) collapsed (one class predicted for every test example; not a "
+              f"result -- try another --lr or more --epochs): {', '.join(collapsed)}", file=sys.stderr)
     unfinished = [s for s in statuses if s.state != "done"]
     if unfinished:
         print(f"bench: {len(unfinished)} of {len(statuses)} shard(s) did not finish:", file=sys.stderr)

@@ -131,11 +131,24 @@ def worker_gpus(jobs: int, gpu_count: int, shards_per_gpu: int = 1) -> list[int 
 
 
 def cpu_count() -> int:
-    """CPUs this process may use (the allocation under SLURM, not the whole node)."""
+    """CPUs this process may use: its CPU affinity, and under SLURM no more than the task's allocation (a
+    cluster without CPU binding lets a task see every core of the node)."""
     try:
-        return len(os.sched_getaffinity(0))
+        usable = len(os.sched_getaffinity(0))
     except AttributeError:  # not on Linux
-        return os.cpu_count() or 1
+        usable = os.cpu_count() or 1
+    allocated = slurm_cpus()
+    return min(usable, allocated) if allocated else usable
+
+
+def slurm_cpus() -> int | None:
+    """CPUs SLURM allocated to this task (SLURM_CPUS_PER_TASK, else the job's SLURM_CPUS_ON_NODE); None outside
+    SLURM."""
+    for name in ("SLURM_CPUS_PER_TASK", "SLURM_CPUS_ON_NODE"):
+        value = os.environ.get(name, "")
+        if value.isdigit() and int(value) > 0:
+            return int(value)
+    return None
 
 
 def execute(shards: list[Shard], results_dir: Path, jobs: int = 1, device: str = "auto",

@@ -7,6 +7,7 @@ from __future__ import annotations
 import fnmatch
 import shutil
 import subprocess
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
@@ -24,6 +25,7 @@ QUEUED = {"PENDING", "REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED", "CONFIGURING", "
 RUNNING = {"RUNNING", "COMPLETING", "SUSPENDED", "STAGE_OUT", "SIGNALING", "RESIZING", "STOPPED"}
 FAILED = {"FAILED", "OUT_OF_MEMORY", "NODE_FAIL", "BOOT_FAIL"}
 UNREACHABLE = "scheduler unreachable"
+FRESH_SECONDS = 120.0  # a job submitted this recently that sacct does not know yet is pending, not unknown
 
 StateQuery = Callable[[list[str]], "dict[str, str] | None"]
 
@@ -116,6 +118,9 @@ def decide(key: str, run_dir: Path | None, submitted: dict[str, Any] | None,
     if submitted:
         log = f"; log: {submitted['stdout']}" if submitted.get("stdout") else ""
         if scheduler == "UNKNOWN":
+            age = time.time() - float(submitted.get("submitted_ts", 0))
+            if 0 <= age < FRESH_SECONDS:  # accounting lags a few seconds behind sbatch
+                return ShardStatus(key, "pending", f"submitted {age:.0f} s ago; slurm has no record of it yet", job)
             return ShardStatus(key, "unknown", f"the scheduler has no record of job {job} ({progress})", job)
         state = "failed" if scheduler in FAILED else "cancelled" if scheduler == "CANCELLED" else "interrupted"
         again = "; `bench run --resume --executor slurm` submits it again" if state != "failed" else ""

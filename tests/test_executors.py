@@ -394,6 +394,11 @@ def test_a_cancelled_job_says_cancelled_and_how_to_go_on(tmp_path):
     assert state.state == "cancelled" and "ended CANCELLED; checkpoint present" in state.reason
     assert "--resume --executor slurm" in state.reason
     assert decide("k", run_dir, submitted, "TIMEOUT").state == "interrupted"
+    fresh = {**submitted, "submitted_ts": time.time() - 5}  # sacct lags behind sbatch: not yet "unknown"
+    assert (decide("k", run_dir, fresh, "UNKNOWN").state, decide("k", run_dir, submitted, "UNKNOWN").state) == (
+        "pending", "pending")
+    old = {**submitted, "submitted_ts": time.time() - 600}
+    assert decide("k", run_dir, old, "UNKNOWN").state == "unknown"
 
 
 class Scripted:
@@ -497,6 +502,8 @@ def test_run_wait_follows_the_array_and_fails_when_a_shard_fails(cli, tiny, resu
     code, out, err = cli(*base, "--wait", "--results-dir", other)
     assert code == 0, err
     assert "all 2 shard(s) done" in err
+    collapsed = any(r["collapsed"] for path in other.glob("*/rows.json") for r in json.loads(path.read_text()))
+    assert ("collapsed" in err) == collapsed  # a collapsed model is called out, as in a local run
     assert re.search(r"^\s*tiny\s+tiny-bert\s+ce\s+2\s", out, re.M)  # the table: ce on tiny, 2 seeds
     code, out, err = cli(*base, "--wait", "--results-dir", other)  # nothing left to submit: still a table
     assert code == 0 and "nothing to submit" in err and "all 2 shard(s) done" in err
@@ -530,6 +537,29 @@ def test_a_requeued_run_resumes_even_when_the_submission_overwrote(tiny, results
     (outcome,) = pickle.loads(pickle.dumps(job))(tasks)  # the very pickle SLURM runs again
     assert outcome.status == "done"
     assert json.loads((results / tasks[0].spec.key / "train_log.json").read_text())["resumed_from_epoch"] == resumed
+
+
+def test_a_task_trains_with_the_cpus_slurm_allocated(tiny, results, monkeypatch):
+    import torch
+
+    from bench.runner import cpu_count
+
+    usable = cpu_count()
+    monkeypatch.setenv("SLURM_CPUS_ON_NODE", "1")
+    assert cpu_count() == 1
+    monkeypatch.setenv("SLURM_CPUS_PER_TASK", str(usable + 4))  # more than this machine has: what it has
+    assert cpu_count() == usable
+    monkeypatch.setenv("SLURM_CPUS_PER_TASK", "1")
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    shards, opts = planned(tiny, results)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(max(2, usable))
+    try:
+        (outcome,) = ShardJob(results, "cpu", request=opts["request"])([task_of(shards[0])])
+    finally:
+        torch.set_num_threads(threads)
+    assert outcome.status == "done"
+    assert {r["cpu_threads"] for r in json.loads((results / shards[0].spec.key / "rows.json").read_text())} == {1}
 
 
 def test_short_time_limits_get_an_early_enough_warning(tiny, results, fake_slurm):
