@@ -177,7 +177,9 @@ def test_submitit_local_executor_matches_a_local_run(cli, tiny, tmp_path, one_th
     assert Path(record["jobs"][0]["stdout"]).is_file()  # the task's log
 
 
-def test_requeued_job_resumes_the_same_shard(tiny, results, monkeypatch, one_thread):
+def preempted_job(tiny, results, monkeypatch):
+    """A ShardJob (with overwrite) of one 2-epoch shard that SLURM preempted right after its first epoch's
+    checkpoint; returns the job and its tasks."""
     from bench.trainer import Trainer
     from test_trainer import Killed
 
@@ -188,11 +190,17 @@ def test_requeued_job_resumes_the_same_shard(tiny, results, monkeypatch, one_thr
 
     def save_then_preempt(self, *a):
         original_save(self, *a)
-        raise Killed  # SLURM preempts the task after the first epoch's checkpoint
+        raise Killed
 
     monkeypatch.setattr(Trainer, "save", save_then_preempt)
     with pytest.raises(Killed):
         job(tasks)
+    monkeypatch.setattr(Trainer, "save", original_save)
+    return job, tasks
+
+
+def test_requeued_job_resumes_the_same_shard(tiny, results, monkeypatch, one_thread):
+    job, tasks = preempted_job(tiny, results, monkeypatch)
     run_dir = results / tasks[0].spec.key
     assert (run_dir / "checkpoint.pt").is_file() and not store.is_finished(run_dir)
 
@@ -202,7 +210,6 @@ def test_requeued_job_resumes_the_same_shard(tiny, results, monkeypatch, one_thr
     assert resubmission.function.results_dir == job.results_dir
     assert resubmission.function.overwrite is False  # a requeue must not wipe the checkpoint
     resubmission = pickle.loads(pickle.dumps(resubmission))  # it travels through a pickle file
-    monkeypatch.setattr(Trainer, "save", original_save)
     (outcome,) = resubmission.result()
     assert outcome.status == "done"
     assert json.loads((run_dir / "train_log.json").read_text())["resumed_from_epoch"] == 1
@@ -517,22 +524,7 @@ def test_a_requeued_run_resumes_even_when_the_submission_overwrote(tiny, results
                                                                    restarts, resumed):
     """SLURM reruns the submitted pickle after `scontrol requeue` or a node failure: with --overwrite its first
     run starts afresh, a rerun (SLURM_RESTART_COUNT > 0) continues from the checkpoint."""
-    from bench.trainer import Trainer
-    from test_trainer import Killed
-
-    shards, opts = planned(tiny, results, "--epochs", "2")
-    tasks = [task_of(s) for s in shards]
-    job = ShardJob(results, "cpu", overwrite=True, request=opts["request"])
-    original_save = Trainer.save
-
-    def save_then_preempt(self, *a):
-        original_save(self, *a)
-        raise Killed
-
-    monkeypatch.setattr(Trainer, "save", save_then_preempt)
-    with pytest.raises(Killed):
-        job(tasks)
-    monkeypatch.setattr(Trainer, "save", original_save)
+    job, tasks = preempted_job(tiny, results, monkeypatch)
     monkeypatch.setenv("SLURM_RESTART_COUNT", restarts)
     (outcome,) = pickle.loads(pickle.dumps(job))(tasks)  # the very pickle SLURM runs again
     assert outcome.status == "done"

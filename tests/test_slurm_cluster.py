@@ -14,14 +14,14 @@ import os
 import shutil
 import subprocess
 import threading
-import time
 from pathlib import Path
 
 import pytest
 
 pytest.importorskip("submitit")
 
-from bench.perf.slurm import cluster_problem, hurry_requeued, restarts, slow_dataset, task_spans  # noqa: E402
+from bench.perf.slurm import (cluster_problem, hurry_requeued, restarts, slow_dataset, task_spans,  # noqa: E402
+                              wait_for)
 from conftest import FAST  # noqa: E402
 
 pytestmark = pytest.mark.slurm
@@ -63,17 +63,6 @@ def hurried(cluster):
     thread.join(timeout=10)
 
 
-def wait_until(predicate, timeout: float, what: str, every: float = 0.25):
-    """Poll until `predicate()` is truthy (returns it); fail after `timeout` seconds saying `what`."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(every)
-    pytest.fail(f"timed out after {timeout:.0f} s waiting for {what}")
-
-
 def record(results: Path, index: int = -1) -> dict:
     """The submitted.json of the `index`-th submission under `results` (by folder name: time order)."""
     return json.loads(sorted(results.glob(".slurm/*/submitted.json"))[index].read_text())
@@ -113,7 +102,7 @@ def test_an_array_runs_to_the_table_of_a_local_run(cli, tiny, tmp_path, cluster,
         seen.add(tuple(sorted(set(now.values()))))
         return "pending" in now.values() and "running" in now.values()
 
-    wait_until(both_pending_and_running, 120, "a running and a pending shard in `bench status`")
+    wait_for(both_pending_and_running, 120, "a running and a pending shard in `bench status`", every=0.5)
     code, out, err = cli(*base, "--results-dir", results, "--executor", "slurm", "--wait")
     assert code == 0, err
     assert "nothing to submit" in err and "all 4 shard(s) done" in err
@@ -142,7 +131,7 @@ def test_a_requeued_task_resumes_from_its_checkpoint(cli, tmp_path, cluster, hur
     assert code == 0, err
     (key,) = record(results)["shards"]
     job = record(results)["shards"][key]["job_id"]
-    wait_until(lambda: (results / key / "checkpoint.pt").is_file(), 180, "the first epoch checkpoint")
+    wait_for(lambda: (results / key / "checkpoint.pt").is_file(), 180, "the first epoch checkpoint")
     subprocess.run(["scontrol", "requeue", job], check=True)
     code, out, err = cli("status", "--results-dir", results, "--wait", "--no-progress")
     assert code == 0, err
@@ -184,10 +173,10 @@ def test_a_cancelled_array_is_finished_by_a_resumed_submission(cli, tiny, tmp_pa
     first = record(results)
     fast_key, slow_key = list(first["shards"])
     assert fast_key.startswith("ce_tiny_") and slow_key.startswith("ce_slow_")
-    wait_until(lambda: (results / slow_key / "checkpoint.pt").is_file(), 180, "the slow shard's first checkpoint")
+    wait_for(lambda: (results / slow_key / "checkpoint.pt").is_file(), 180, "the slow shard's first checkpoint")
     finished_at = (results / fast_key / "rows.json").stat().st_mtime
     subprocess.run(["scancel", first["jobs"][0]["job_id"].split("_")[0]], check=True)
-    wait_until(lambda: states(cli, results).get(slow_key) == "cancelled", 60, "the cancelled state")
+    wait_for(lambda: states(cli, results).get(slow_key) == "cancelled", 60, "the cancelled state", every=0.5)
     code, out, _ = cli("status", "--results-dir", results)
     assert "--resume --executor slurm" in out
 
@@ -206,7 +195,7 @@ def test_a_local_run_beside_the_array_leaves_its_shards_alone(cli, tmp_path, clu
             "--results-dir", results]
     assert cli(*base, "--executor", "slurm", "--time-min", "10")[0] == 0
     (key,) = record(results)["shards"]
-    wait_until(lambda: (results / key / "lease.json").is_file(), 120, "the array task's lease")
+    wait_for(lambda: (results / key / "lease.json").is_file(), 120, "the array task's lease")
     code, out, err = cli(*base)
     assert code == 0, err
     assert "held by another runner" in err and "being trained by" in err
@@ -223,7 +212,7 @@ def test_wait_exits_non_zero_when_a_shard_fails(cli, tiny, tmp_path, cluster, on
     results = tmp_path / "cluster"
 
     def change_the_data_once_submitted():
-        wait_until(lambda: list(results.glob(".slurm/*/submitted.json")), 60, "the submission record")
+        wait_for(lambda: list(results.glob(".slurm/*/submitted.json")), 60, "the submission record")
         train = other / "train.jsonl"
         train.write_text(train.read_text().replace("won the match", "lost", 1))
 
