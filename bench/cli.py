@@ -412,7 +412,8 @@ def check_dataset_name(name: str, data_dir: str | None) -> None:
 
 def executor_options(args: argparse.Namespace, file_run: dict[str, Any]) -> tuple[str, Any]:
     """The executor and, for slurm, its SlurmOptions: profile file < config-file keys < flags."""
-    from bench.executors import EXECUTORS, SLURM_KEYS, load_profile, parse_sbatch, require_submitit, slurm_options
+    from bench.executors import EXECUTORS, load_profile, parse_sbatch, require_submitit, slurm_options
+    from bench.settings import SLURM_KEYS
 
     executor = args.executor or str(file_run.get("executor", "local"))
     if executor not in EXECUTORS:

@@ -471,3 +471,26 @@ def load_dataset(name: str, data_dir: str | None = None, data_seed: int = 0,
         log.warning(message)
     return TextData(display, label_names, train, validation, splits["test"], source, val_source,
                     fingerprint(label_names, raw), warnings)
+
+
+@dataclass(frozen=True)
+class DataRef:
+    """How a job reloads a shard's dataset instead of pickling it: the card name or absolute folder, the
+    data folder, and the validation carve."""
+
+    name: str
+    data_dir: str | None = None
+    data_seed: int = 0
+    val_fraction: float = 0.1
+
+    def load(self) -> "TextData":
+        """Load the dataset as `plan` did."""
+        return load_dataset(self.name, self.data_dir, self.data_seed, self.val_fraction)
+
+
+def data_ref(name: str, data_dir: str | None, data_seed: int, val_fraction: float) -> DataRef:
+    """A DataRef that works from any folder: paths made absolute, $BENCH_DATA_DIR recorded."""
+    if name not in DATASETS and Path(name).expanduser().is_dir():
+        name = str(Path(name).expanduser().resolve())
+    folder = data_dir or os.environ.get("BENCH_DATA_DIR")
+    return DataRef(name, str(Path(folder).expanduser().resolve()) if folder else None, data_seed, val_fraction)

@@ -1,5 +1,11 @@
-"""The one exception type that carries a user-facing message."""
+"""Exceptions shared across the parts: the one that carries a user-facing message, and the one that says an
+evaluator cannot run here (raised deep inside evaluators and the attack package, caught by bench.evaluation)."""
 
 
 class BenchError(Exception):
     """A problem the user can fix: the CLI prints its message on one line and exits non-zero."""
+
+
+class SkipEvaluator(Exception):
+    """Raised inside an evaluator when a missing optional resource (WordNet, vectors, a package) means it cannot
+    run; the evaluation is recorded as skipped with the message."""

@@ -17,9 +17,8 @@ import torch
 import bench.evaluators  # noqa: F401  (registers the evaluators)
 from bench import store
 from bench.data import TextData, load_dataset, source_data_dir
-from bench.errors import BenchError
-from bench.evaluators.base import (Classifier, EvalContext, EvalOptions, Evaluator, SkipEvaluator,
-                                   hash_settings)
+from bench.errors import BenchError, SkipEvaluator
+from bench.evaluators.base import Classifier, EvalContext, EvalOptions, Evaluator, hash_settings
 from bench.evaluators.model import MODEL_FILE, ModelClassifier, load_model, require_model
 from bench.provenance import provenance
 from bench.registry import EVALUATORS

@@ -23,7 +23,9 @@ from typing import TYPE_CHECKING, Any, Callable
 import yaml
 
 from bench import store
+from bench.data import DataRef
 from bench.errors import BenchError
+from bench.settings import SLURM_KEYS
 from bench.spec import RunSpec
 from bench.status import SUBMISSIONS, SUBMITTED
 
@@ -36,7 +38,6 @@ except ImportError:  # pragma: no cover - exercised only where submitit is absen
     DelayedSubmission = None  # type: ignore[assignment,misc]
 
 if TYPE_CHECKING:
-    from bench.data import TextData
     from bench.runner import Shard
     from bench.shard import ShardOutcome, ShardRequest
 
@@ -44,9 +45,6 @@ log = logging.getLogger(__name__)
 
 EXECUTORS = ("local", "slurm")
 INSTALL = "pip install clbench[slurm]"
-# Keys of a SLURM profile (YAML), of `bench run` flags (dashes for underscores) and of --config run keys.
-SLURM_KEYS = ("partition", "time_min", "gpus_per_job", "mem_gb", "cpus_per_task", "array_parallelism",
-              "max_timeouts", "sbatch")
 # sbatch options that have their own flag; `--sbatch` must not set them a second time.
 OWN_FLAGS = {"partition": "--partition", "time": "--time-min", "gpus-per-node": "--gpus-per-job",
              "mem": "--mem-gb", "cpus-per-task": "--cpus-per-task", "array": "--array-parallelism"}
@@ -183,33 +181,6 @@ def require_submitit() -> None:
 
 
 # ----------------------------------------------------------------------------------------------- the job
-
-@dataclass(frozen=True)
-class DataRef:
-    """How a job reloads a shard's dataset instead of pickling it: the card name or absolute folder, the
-    data folder, and the validation carve."""
-
-    name: str
-    data_dir: str | None = None
-    data_seed: int = 0
-    val_fraction: float = 0.1
-
-    def load(self) -> "TextData":
-        """Load the dataset as `plan` did."""
-        from bench.data import load_dataset
-
-        return load_dataset(self.name, self.data_dir, self.data_seed, self.val_fraction)
-
-
-def data_ref(name: str, data_dir: str | None, data_seed: int, val_fraction: float) -> DataRef:
-    """A DataRef that works from any folder: paths made absolute, $BENCH_DATA_DIR recorded."""
-    from bench.registry import DATASETS
-
-    if name not in DATASETS and Path(name).expanduser().is_dir():
-        name = str(Path(name).expanduser().resolve())
-    folder = data_dir or os.environ.get("BENCH_DATA_DIR")
-    return DataRef(name, str(Path(folder).expanduser().resolve()) if folder else None, data_seed, val_fraction)
-
 
 @dataclass(frozen=True)
 class ShardTask:
@@ -438,7 +409,8 @@ def submit(shards: list["Shard"], results_dir: Path, options: SlurmOptions,
     record = {
         "submitted_at": datetime.now(timezone.utc).isoformat(), "submitted_ts": time.time(),
         "cluster": cluster, "folder": str(folder), "results_dir": str(results_dir.resolve()),
-        "parameters": options.parameters(), "max_timeouts": options.max_timeouts, "shards_per_gpu": shards_per_gpu, "overwrite": overwrite,
+        "parameters": options.parameters(), "max_timeouts": options.max_timeouts, "shards_per_gpu": shards_per_gpu,
+        "overwrite": overwrite,
         "argv": sys.argv, "jobs": [], "shards": {},
     }
     for index, (handle, group) in enumerate(zip(jobs, groups)):

@@ -123,10 +123,9 @@ def canonical_method(name: str, present: set[str]) -> str:
     """A method name as stored: kept when the results have it, else resolved through the method registry."""
     if name in present:
         return name
-    import methods  # noqa: F401  (registers the methods and their aliases)
-    from bench.registry import METHODS
+    from bench.catalog import registry  # the registered names and aliases, read without importing the methods
 
-    return METHODS.canonical(name)
+    return registry("method").canonical(name)
 
 
 def mix_warnings(frame: pd.DataFrame) -> list[str]:

@@ -14,10 +14,9 @@ from typing import Any, Callable
 
 import methods  # noqa: F401  (registers the methods)
 from bench import store
-from bench.data import TextData, load_dataset
+from bench.data import DataRef, TextData, data_ref, load_dataset
 from bench.encoders import canonical_encoder, check_encoder
 from bench.errors import BenchError
-from bench.executors import DataRef, data_ref
 from bench.registry import DATASETS, METHODS
 from bench.settings import method_config
 from bench.shard import CHECKPOINT, ShardOutcome, ShardRequest, run_shard

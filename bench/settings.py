@@ -14,8 +14,10 @@ from bench.registry import METHODS, Registry
 from bench.spec import TrainConfig
 
 from bench.evaluators.base import EvalOptions
-from bench.executors import SLURM_KEYS
 
+# Keys of a SLURM profile (YAML), of `bench run` flags (dashes for underscores) and of --config run keys.
+SLURM_KEYS = ("partition", "time_min", "gpus_per_job", "mem_gb", "cpus_per_task", "array_parallelism",
+              "max_timeouts", "sbatch")
 RUN_KEYS = ("methods", "datasets", "encoders", "seeds", "data_dir", "results_dir", "jobs", "device", "overwrite",
             "evaluators", "save_model", "compile", "length_bucket", *EvalOptions.field_names(),
             "executor", "resume", "shards_per_gpu", "slurm_profile", *SLURM_KEYS)

@@ -238,7 +238,7 @@ def test_label_types_that_are_accepted(tmp_path):
 def test_a_users_folder_under_data_dir_is_a_dataset(cli, tmp_path, monkeypatch):
     """`--datasets NAME --data-dir D` trains on D/NAME when NAME is no card, and records the folder."""
     from bench.data import load_dataset
-    from bench.executors import data_ref
+    from bench.data import data_ref
 
     data_dir = tmp_path / "D"
     write_jsonl(data_dir / "mine" / "train.jsonl", read_fixture("train"))

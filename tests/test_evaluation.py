@@ -13,10 +13,10 @@ import pytest
 import torch
 
 from bench.data import load_dataset
-from bench.errors import BenchError
+from bench.errors import BenchError, SkipEvaluator
 from bench.catalog import evaluator_names
 from bench.evaluation import build_evaluators, evaluate_run, evaluation_path
-from bench.evaluators.base import EvalContext, EvalOptions, Evaluator, SkipEvaluator
+from bench.evaluators.base import EvalContext, EvalOptions, Evaluator
 from bench.evaluators.contrast import ContrastSets, read_pairs
 from bench.evaluators.representation import Representation, alignment, class_pair_stats, normalise, uniformity
 from bench.evaluators.scripted import FunctionClassifier, KeywordClassifier

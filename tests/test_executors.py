@@ -15,7 +15,8 @@ submitit = pytest.importorskip("submitit")
 
 from bench import store
 from bench.cli import build_parser, run_options
-from bench.executors import (DataRef, ShardJob, ShardTask, SlurmOptions, load_profile, pack, parse_gres_gpus,
+from bench.data import DataRef
+from bench.executors import (ShardJob, ShardTask, SlurmOptions, load_profile, pack, parse_gres_gpus,
                              slurm_options, submit, task_of)
 from bench.runner import Shard, plan, worker_gpus
 from bench.spec import RunSpec
@@ -245,7 +246,8 @@ def test_options_from_profile_config_and_flags(tmp_path, fake_slurm):
                                       "--gpus-per-job", "2"])
     opts = run_options(args)  # the profile is found next to the config file
     assert opts["executor"] == "slurm" and opts["shards_per_gpu"] == 2
-    expected = {"name": "bench", "timeout_min": 60, "slurm_signal_delay_s": 90, "gpus_per_node": 2, "mem_gb": 32.0, "cpus_per_task": 8,
+    expected = {"name": "bench", "timeout_min": 60, "slurm_signal_delay_s": 90, "gpus_per_node": 2, "mem_gb": 32.0,
+                "cpus_per_task": 8,
                 "slurm_partition": "big", "slurm_array_parallelism": 4,
                 "slurm_additional_parameters": {"account": "proj", "qos": "high"}}
     assert opts["slurm"].parameters() == expected
@@ -261,7 +263,8 @@ def test_submission_returns_at_once_with_the_mapped_parameters(cli, tiny, result
     assert code == 0, err
     (executor,) = mocked
     assert executor.max_timeouts == 7
-    assert executor.parameters == {"name": "bench", "timeout_min": 90, "slurm_signal_delay_s": 90, "gpus_per_node": 1, "mem_gb": 16.0,
+    assert executor.parameters == {"name": "bench", "timeout_min": 90, "slurm_signal_delay_s": 90, "gpus_per_node": 1,
+                                   "mem_gb": 16.0,
                                    "cpus_per_task": 4, "slurm_partition": "gpu", "slurm_array_parallelism": 8,
                                    "slurm_additional_parameters": {"account": "proj"}}
     ((fn, groups),) = executor.calls

@@ -19,9 +19,9 @@ from bench.attack.search import AttackConfig, TextFoolerAttack, summarise, word_
 from bench.attack.similarity import window_bounds
 from bench.attack.wordvectors import WordVectors, load_word_vectors, read_vectors_file
 from bench.data import Split, TextData
-from bench.errors import BenchError
+from bench.errors import BenchError, SkipEvaluator
 from bench.evaluators import textfooler as textfooler_module
-from bench.evaluators.base import EvalContext, EvalOptions, SkipEvaluator
+from bench.evaluators.base import EvalContext, EvalOptions
 from bench.evaluators.scripted import FunctionClassifier, KeywordClassifier
 from bench.evaluators.textfooler import TextFooler
 from bench.registry import EVALUATORS

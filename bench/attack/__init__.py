@@ -7,8 +7,9 @@ similarity, MiniLM), `pos` (part-of-speech constraint), `search` (importance ran
 """
 
 
-def skip(reason: str) -> Exception:
-    """A SkipEvaluator with reason (imported on use: bench.evaluators imports this package's modules)."""
-    from bench.evaluators.base import SkipEvaluator
+from bench.errors import SkipEvaluator
 
+
+def skip(reason: str) -> Exception:
+    """The SkipEvaluator that says why the attack cannot run here."""
     return SkipEvaluator(reason)

@@ -130,10 +130,6 @@ def hash_settings(settings: dict[str, Any]) -> str:
     return hashlib.sha256(json.dumps(settings, sort_keys=True, default=str).encode()).hexdigest()[:8]
 
 
-class SkipEvaluator(Exception):
-    """Raised inside `evaluate` when a missing optional resource means the evaluator cannot run."""
-
-
 def options_dict(options: EvalOptions) -> dict[str, Any]:
     """Options as a plain dict."""
     return asdict(options)

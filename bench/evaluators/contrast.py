@@ -10,8 +10,8 @@ import numpy as np
 
 from bench import store
 from bench.data import TextData, find_named, find_split_file, read_rows
-from bench.errors import BenchError
-from bench.evaluators.base import EvalContext, EvalOptions, Evaluator, SkipEvaluator
+from bench.errors import BenchError, SkipEvaluator
+from bench.evaluators.base import EvalContext, EvalOptions, Evaluator
 from bench.registry import DATASETS, EVALUATORS
 
 KINDS = ("original", "contrast")

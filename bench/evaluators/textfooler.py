@@ -23,8 +23,8 @@ from bench.attack.search import AttackConfig, summarise
 from bench.attack.similarity import MINILM_HINT, SentenceEncoder
 from bench.attack.wordvectors import GLOVE_HINT, WordVectors, glove_installed
 from bench.data import TextData
-from bench.errors import BenchError
-from bench.evaluators.base import EvalContext, EvalOptions, Evaluator, SkipEvaluator
+from bench.errors import BenchError, SkipEvaluator
+from bench.evaluators.base import EvalContext, EvalOptions, Evaluator
 from bench.registry import EVALUATORS
 
 MODES = ("adaptive", "transfer")
