@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from bench.errors import BenchError
-from bench.registry import ENCODERS, EVALUATORS, METHODS, Registry
+from bench.registry import ENCODERS, EVALUATORS, METHODS, PLUGIN_GROUPS, Registry, plugins
 
 KINDS = {"method": "METHODS", "encoder": "ENCODERS", "evaluator": "EVALUATORS"}  # kind -> registry variable
 REAL = {"method": METHODS, "encoder": ENCODERS, "evaluator": EVALUATORS}
@@ -341,6 +341,8 @@ def registry(kind: str) -> Registry:
     if PACKAGES[kind] in sys.modules:
         return real
     try:
+        if kind in PLUGIN_GROUPS and plugins(kind):
+            raise CatalogError(f"{kind} plugins are installed (entry points): their sources are not read here")
         entries = parse(kind)
     except CatalogError:
         importlib.import_module(PACKAGES[kind])

@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import difflib
+import importlib
+import importlib.metadata
+import pkgutil
+from pathlib import Path
 from typing import Callable, Generic, Iterator, Sequence, TypeVar
 
 from bench.errors import BenchError
@@ -75,3 +79,32 @@ METHODS: Registry = Registry("method")
 DATASETS: Registry = Registry("dataset")
 ENCODERS: Registry = Registry("encoder")
 EVALUATORS: Registry = Registry("evaluator")
+
+PLUGIN_GROUPS = {"method": "clbench.methods", "evaluator": "clbench.evaluators"}  # entry-point groups
+
+
+def import_members(package: str, path: Sequence[str], registry: str) -> None:
+    """Import every module of `package` (its folder `path`) whose source names the registry variable `registry`
+    (e.g. `METHODS.register`): each registers what it defines, so a new member is one new file and nothing
+    else; helper modules (losses, model loading) are left to be imported when used, keeping imports light."""
+    for info in pkgutil.iter_modules(path):
+        source = Path(getattr(info.module_finder, "path", "")) / f"{info.name}.py"
+        if info.ispkg or f"{registry}." in (source.read_text(encoding="utf-8") if source.is_file() else registry):
+            importlib.import_module(f"{package}.{info.name}")
+
+
+def plugins(kind: str) -> list[importlib.metadata.EntryPoint]:
+    """The entry points installed packages declare for `kind` (group `clbench.methods` / `clbench.evaluators`)."""
+    return sorted(importlib.metadata.entry_points(group=PLUGIN_GROUPS[kind]), key=lambda ep: ep.name)
+
+
+def load_plugins(kind: str) -> None:
+    """Import the modules third-party packages declare for `kind`; importing one registers its members
+    (`METHODS.register(...)` as the built-in ones do). A plugin that fails to import is a BenchError naming it."""
+    for entry_point in plugins(kind):
+        try:
+            entry_point.load()
+        except Exception as exc:
+            raise BenchError(f"{kind} plugin {entry_point.name!r} ({entry_point.value}, from package "
+                             f"{entry_point.dist.name if entry_point.dist else '?'}) failed to load: "
+                             f"{exc.__class__.__name__}: {exc}; fix or uninstall that package") from exc

@@ -1,6 +1,11 @@
-"""Training objectives. Each module registers one or more methods in `bench.registry.METHODS`."""
+"""Training objectives: every module of this package that registers methods (its source names `METHODS.`) is
+imported, which fills `bench.registry.METHODS`; then the methods of installed plugins (entry-point group
+`clbench.methods`)."""
 
-from methods import ce, clld, cline, dcl, lcl, supcon  # noqa: F401  (registration by import)
+from bench.registry import import_members, load_plugins
 from methods.base import Method, PrepareContext, Progress
+
+import_members(__name__, __path__, "METHODS")
+load_plugins("method")
 
 __all__ = ["Method", "PrepareContext", "Progress"]

@@ -15,11 +15,12 @@ from bench.registry import METHODS
 from bench.settings import method_config
 from bench.spec import TrainConfig
 from conftest import FAST, FIXTURE
-from methods.base import PrepareContext, Progress
+from methods.base import PrepareContext, Progress  # (importing `methods` registers every method module)
 from methods.clld import confused_pairs, static_ldm, target_ldm
 
 CFG = TrainConfig(max_length=32)
-ALL = ["ce", "cl", "clld-static", "clld-adaptive", "supcon", "lcl", "cline", "dcl"]
+BUILT_IN = ["ce", "cl", "clld-static", "clld-adaptive", "supcon", "lcl", "cline", "dcl"]
+ALL = list(METHODS)  # every registered method runs end to end below, a newly added one included
 KNOBS = {"clld-static": {"pairs": (("food", "sport"),)}}
 
 
@@ -262,6 +263,10 @@ def test_cline_learned_weights(tmp_path):
 
 
 # ----------------------------------------------------------------------------------------------- end to end
+
+def test_every_built_in_method_is_discovered():
+    assert set(BUILT_IN) <= set(ALL)
+
 
 @pytest.mark.parametrize("name", ALL)
 def test_bench_run_end_to_end(name, cli, tiny, results):
