@@ -154,7 +154,7 @@ def short(name: str, limit: int = LABEL_CHARS) -> str:
 
 def read_ldm(run: RunInfo) -> np.ndarray:
     """The run's final label-distance matrix (method_state.json of clld methods)."""
-    state = read_run_file(run, "method_state.json", "only clld methods store a label-distance matrix")
+    state = read_run_file(run, store.METHOD_STATE, "only clld methods store a label-distance matrix")
     if not state.get("ldm"):
         raise BenchError(f"run {run.key} has no label-distance matrix in method_state.json (only clld methods "
                          "store one)")
@@ -163,7 +163,7 @@ def read_ldm(run: RunInfo) -> np.ndarray:
 
 def read_ldm_updates(run: RunInfo) -> list[dict[str, Any]]:
     """The run's stored LDM updates (step, epoch, eps, ldm), oldest first."""
-    state = read_run_file(run, "method_state.json", "only clld methods store a label-distance matrix")
+    state = read_run_file(run, store.METHOD_STATE, "only clld methods store a label-distance matrix")
     updates = [u for u in state.get("updates") or [] if u.get("ldm")]
     if not updates:
         raise BenchError(f"run {run.key} stores no label-distance matrix updates (clld-static keeps one fixed "
@@ -173,7 +173,7 @@ def read_ldm_updates(run: RunInfo) -> list[dict[str, Any]]:
 
 def read_confusion(run: RunInfo) -> tuple[list[str], np.ndarray]:
     """Class names and the test confusion counts (rows gold, columns predicted)."""
-    stored = read_run_file(run, "confusion.json", MISSING_TRAINING_FILE)
+    stored = read_run_file(run, store.CONFUSION, MISSING_TRAINING_FILE)
     matrix = np.asarray(stored["test"], dtype=int)
     return class_names(run, len(matrix), stored.get("labels")), matrix
 
@@ -189,7 +189,7 @@ def read_history(run: RunInfo) -> list[dict[str, Any]]:
 
 def read_tsne(run: RunInfo) -> pd.DataFrame:
     """The stored t-SNE sample: columns x, y, label."""
-    stored = read_run_file(run, "tsne.json", f"run `bench evaluate {run.key} --evaluators repr --tsne` first")
+    stored = read_run_file(run, store.TSNE, f"run `bench evaluate {run.key} --evaluators repr --tsne` first")
     return pd.DataFrame({"x": stored["x"], "y": stored["y"], "label": [str(v) for v in stored["labels"]]})
 
 

@@ -35,7 +35,7 @@ from bench.trainer import Trainer, resolve_device, seed_everything
 from methods.base import PrepareContext
 
 log = logging.getLogger(__name__)
-CHECKPOINT = "checkpoint.pt"
+CHECKPOINT = store.CHECKPOINT
 CACHE = ".cache"  # under the results folder: augmented views shared by runs on the same data and seed
 
 
@@ -215,11 +215,11 @@ def train_and_evaluate(spec: RunSpec, data: TextData, run_dir: Path, device_name
     wall = time.perf_counter() - started
     names = data.label_names
 
-    store.write_jsonl_gz(run_dir / "predictions.jsonl.gz", [
+    store.write_jsonl_gz(run_dir / store.PREDICTIONS, [
         {"id": i, "gold": names[g], "predicted": names[p], "probabilities": np.round(pr, 6).tolist()}
         for i, g, p, pr in zip(data.test.ids, data.test.labels, predicted, probabilities)])
     best_val_confusion = fit.history[fit.best_epoch - 1]["val_confusion"] if fit.best_epoch else None
-    store.write_json(run_dir / "confusion.json", {
+    store.write_json(run_dir / store.CONFUSION, {
         "labels": names,
         "test": confusion_matrix(data.test.labels, predicted, labels=range(len(names))).tolist(),
         "validation": best_val_confusion})
@@ -229,7 +229,7 @@ def train_and_evaluate(spec: RunSpec, data: TextData, run_dir: Path, device_name
         "encoder": bundle.info, "phases": {k: round(v, 3) for k, v in phases.items()},
         "compiled": compiled, "length_bucket": bucket, "collapsed": collapsed})
     if fit.method_state:
-        store.write_json(run_dir / "method_state.json", fit.method_state)
+        store.write_json(run_dir / store.METHOD_STATE, fit.method_state)
 
     base = {"run_key": spec.key, "method": spec.method, "dataset": spec.dataset, "encoder": spec.encoder,
             "seed": spec.seed, "evaluator": "clean"}

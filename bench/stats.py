@@ -24,10 +24,11 @@ from scipy.stats import bootstrap
 from statsmodels.stats.contingency_tables import mcnemar
 from statsmodels.stats.multitest import multipletests
 
+from bench import store
 from bench.data import read_rows
 from bench.errors import BenchError
 
-PREDICTIONS = "predictions.jsonl.gz"
+PREDICTIONS = store.PREDICTIONS
 EXACT_BELOW = 25         # discordant pairs below which McNemar uses the exact binomial test
 N_RESAMPLES = 10_000
 BOOTSTRAP_SEED = 0

@@ -17,7 +17,7 @@ from bench.errors import BenchError
 
 SUBMISSIONS = ".slurm"  # under the results folder: one submitit folder per submission
 SUBMITTED = "submitted.json"  # in each submission folder: shard key -> job
-CHECKPOINT = "checkpoint.pt"  # as in bench.shard (not imported: it pulls in torch)
+CHECKPOINT = store.CHECKPOINT
 RUN_FILES = (store.ROWS, store.SPEC, store.ERROR, CHECKPOINT, lease.LEASE)
 STATES = ("done", "running", "pending", "failed", "cancelled", "interrupted", "unknown")
 ENDED = ("done", "failed", "cancelled", "interrupted")  # no runner will touch these shards again by itself

@@ -26,6 +26,18 @@ TRAIN_LOG = "train_log.json"  # per-epoch history of a run
 TABLE = "results.parquet"
 STALE_SECONDS = 10.0  # see table_is_stale
 EVALS = "evals"  # evaluator rows of a run: evals/<evaluator>-<settings hash>.json
+CHECKPOINT = "checkpoint.pt"  # resume state of an unfinished run (removed once its rows are written)
+MODEL = "model.pt"  # the trained weights, for `bench evaluate`
+PREDICTIONS = "predictions.jsonl.gz"  # per-example test predictions (paired statistics)
+CONFUSION = "confusion.json"  # validation and test confusion matrices
+METHOD_STATE = "method_state.json"  # what a method reports about its training (e.g. CLLD's label distances)
+TSNE = "tsne.json"  # evaluator artefacts, one file each:
+CONTRAST_PREDICTIONS = "contrast_predictions.jsonl.gz"
+CHECKLIST_CASES = "checklist_cases.jsonl.gz"
+CHECKLIST_INFO = "checklist.json"
+TRANSFER_PREDICTIONS = "transfer_textfooler.jsonl.gz"
+ADVERSARIAL = "adversarial_textfooler.jsonl.gz"
+ADVERSARIAL_SETTINGS = "adversarial_textfooler.json"
 DEFAULT_RESULTS = "results"
 
 

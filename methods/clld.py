@@ -16,6 +16,7 @@ import torch
 import torch.nn.functional as F
 import yaml
 
+from bench import store
 from bench.errors import BenchError
 from bench.registry import METHODS
 from methods.base import Method, PrepareContext, Progress
@@ -137,7 +138,7 @@ def run_confusion(ldm_from: str, results_dir: Path, label_names: list[str], spec
         folder = Path(ldm_from).expanduser()
         if not folder.is_dir():
             folder = results_dir / ldm_from
-    path = folder / "confusion.json"
+    path = folder / store.CONFUSION
     if not path.is_file():
         first = ldm_from if ldm_from in METHODS else "ce"
         raise BenchError(f"ldm_from={ldm_from!r}: no finished run there (no {path}); run it first (e.g. list "

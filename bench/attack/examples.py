@@ -15,8 +15,8 @@ from bench.attack.search import AttackResult
 from bench.data import find_named, find_split_file, fixed_sample, read_rows, rows_to_columns
 from bench.errors import BenchError
 
-ADVERSARIAL_FILE = "adversarial_textfooler.jsonl.gz"
-SETTINGS_FILE = "adversarial_textfooler.json"
+ADVERSARIAL_FILE = store.ADVERSARIAL
+SETTINGS_FILE = store.ADVERSARIAL_SETTINGS
 sample_index = fixed_sample  # the attacked examples: they depend on the data only, never on a run's seed
 
 

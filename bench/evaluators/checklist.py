@@ -53,14 +53,15 @@ from bench.errors import BenchError
 from bench.evaluators import lexicons, perturb
 from bench.evaluators.base import Classifier, EvalContext, EvalOptions, Evaluator
 from bench.registry import EVALUATORS
+from bench import store
 from bench.store import write_json, write_jsonl_gz
 
 log = logging.getLogger(__name__)
 
 TYPES = ("MFT", "INV", "DIR")
 SPLIT = "checklist"
-CASES_FILE = "checklist_cases.jsonl.gz"
-INFO_FILE = "checklist.json"
+CASES_FILE = store.CHECKLIST_CASES
+INFO_FILE = store.CHECKLIST_INFO
 SAMPLE_SEED = 0          # the same perturbations for every run (the sample itself is data.fixed_sample)
 PER_TEXT = 3             # perturbations per original text and generator (at most)
 DIR_TOLERANCE = 0.1      # allowed drop of the expected side's probability

@@ -97,7 +97,7 @@ class ContrastSets(Evaluator):
         gold = np.array([[index[o["label"]], index[c["label"]]] for o, c in pairs])
         right = predicted == gold
         names = ctx.label_names
-        store.write_jsonl_gz(ctx.run_dir / "contrast_predictions.jsonl.gz", [
+        store.write_jsonl_gz(ctx.run_dir / store.CONTRAST_PREDICTIONS, [
             {"pair_id": o["pair_id"], "original_gold": o["label"], "original_predicted": names[p[0]],
              "contrast_gold": c["label"], "contrast_predicted": names[p[1]]}
             for (o, c), p in zip(pairs, predicted)])

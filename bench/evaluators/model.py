@@ -9,13 +9,14 @@ from typing import Any
 import numpy as np
 import torch
 
+from bench import store
 from bench.batching import Encoded, collate, in_input_order, sorted_batches, to_device
 from bench.encoders import EncoderBundle
 from bench.errors import BenchError
 from bench.evaluators.base import Classifier
 from bench.metrics import softmax
 
-MODEL_FILE = "model.pt"
+MODEL_FILE = store.MODEL
 MODEL_PARTS = ("encoder.", "head.")  # what prediction needs; method-only modules (projectors, targets) are left out
 
 

@@ -13,7 +13,7 @@ from bench.evaluators.base import EvalContext, EvalOptions, Evaluator
 from bench.registry import EVALUATORS
 
 MAX_EXAMPLES = 2000  # pairwise metrics are O(n^2): a fixed, seeded sample of the test split above this
-TSNE_FILE = "tsne.json"
+TSNE_FILE = store.TSNE
 
 
 def normalise(x: np.ndarray) -> np.ndarray:

@@ -30,7 +30,7 @@ from bench.registry import EVALUATORS
 MODES = ("adaptive", "transfer")
 BACKENDS = ("builtin", "textattack")
 SPLIT = "attack"
-TRANSFER_FILE = "transfer_textfooler.jsonl.gz"  # per-example predictions of a transfer evaluation
+TRANSFER_FILE = store.TRANSFER_PREDICTIONS  # per-example predictions of a transfer evaluation
 VECTORS_HEAD_BYTES = 1 << 20  # vectors files are large: their fingerprint reads the size and the first MiB
 
 

@@ -22,7 +22,9 @@ import time
 from datetime import datetime
 from pathlib import Path
 
+from bench import store
 from bench.errors import BenchError
+from bench.lease import LEASE
 
 SENTENCES = {  # three labels, as the tiny test fixture; `slow_dataset` varies them with a numbered word
     "sport": ["the team won the match again", "a late goal decided the final", "the coach praised the players"],
@@ -178,7 +180,7 @@ def requeue_cost(work: Path, env: dict[str, str], hurry: bool, say) -> dict:
     submitted = json.loads(next(results.glob(".slurm/*/submitted.json")).read_text())
     (key, entry), = submitted["shards"].items()
     job, run_dir = entry["job_id"], results / key
-    checkpoint, lease = run_dir / "checkpoint.pt", run_dir / "lease.json"
+    checkpoint, lease = run_dir / store.CHECKPOINT, run_dir / LEASE
     wait_for(checkpoint.is_file, 300, "the first checkpoint")
     first_lease = lease.stat().st_ino
     say(f"slurm: requeue ({name})")
