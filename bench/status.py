@@ -177,8 +177,9 @@ def states_of(results_dir: Path, keys: list[str], query: StateQuery | None = Non
 
 
 def active_keys(results_dir: Path, keys: list[str], query: StateQuery | None = None) -> set[str] | None:
-    """Which of `keys` SLURM reports as pending or running (so they must not run again); None when some of
-    them were submitted but the scheduler cannot be queried."""
+    """Which of `keys` SLURM reports as pending or running, or has no record of yet though submitted less than
+    FRESH_SECONDS ago (so they must not run again); None when some of them were submitted but the scheduler
+    cannot be queried."""
     submitted = submissions(results_dir)
     jobs = sorted({submitted[k]["job_id"] for k in keys
                    if k in submitted and not store.is_finished(results_dir / k)})
@@ -187,8 +188,13 @@ def active_keys(results_dir: Path, keys: list[str], query: StateQuery | None = N
     states = (query or query_states)(jobs)
     if states is None:
         return None
-    return {k for k in keys if k in submitted and states.get(submitted[k]["job_id"], "") in QUEUED | RUNNING
-            and not store.is_finished(results_dir / k)}
+
+    def active(key: str) -> bool:
+        state = states.get(submitted[key]["job_id"], "UNKNOWN")
+        fresh = time.time() - float(submitted[key].get("submitted_ts", 0)) < FRESH_SECONDS
+        return state in QUEUED | RUNNING or (state == "UNKNOWN" and fresh)  # sacct lags behind sbatch
+
+    return {k for k in keys if k in submitted and active(k) and not store.is_finished(results_dir / k)}
 
 
 def format_table(statuses: list[ShardStatus]) -> str:
