@@ -1,5 +1,5 @@
 """Allow `python -m bench ...` as an alias of the `bench` command."""
 
-from bench.cli import main
+from bench.cli.main import main
 
 raise SystemExit(main())

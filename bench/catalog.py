@@ -1,12 +1,12 @@
 """The names the method, encoder and evaluator registries will hold, read from the source files without
 importing them, so that `bench run` can check names and knobs before it pays for torch and transformers.
 
-The registries are filled by importing `methods` (torch), `bench.encoders` (torch) and `bench.evaluators`.
+The registries are filled by importing `methods` (torch), `bench.encoders.models` (torch) and `bench.evaluators`.
 This module parses those files with `ast` instead and collects every registration:
 
 - `@METHODS.register("name", "alias", ...)` (likewise `ENCODERS`, `EVALUATORS`) on a class or function;
 - `METHODS.add("name", obj, "alias", ...)` at module level, also in a module-level `for NAME in ITERABLE:` loop
-  over a literal (or a module-level name bound to one), e.g. bench.encoders' tiny models;
+  over a literal (or a module-level name bound to one), e.g. bench.encoders.models' tiny models;
 - for methods, the knobs and defaults of the class assigned as `Config = SomeConfig` in the registered class
   or, failing that, in its base classes: the dataclass fields of that class and of its dataclass bases
   (`StaticConfig(CLConfig)`), across the `methods` modules. `NoConfig` (no fields) means no knobs.
@@ -38,7 +38,7 @@ from bench.registry import ENCODERS, EVALUATORS, METHODS, PLUGIN_GROUPS, Registr
 
 KINDS = {"method": "METHODS", "encoder": "ENCODERS", "evaluator": "EVALUATORS"}  # kind -> registry variable
 REAL = {"method": METHODS, "encoder": ENCODERS, "evaluator": EVALUATORS}
-PACKAGES = {"method": "methods", "encoder": "bench.encoders", "evaluator": "bench.evaluators"}  # fill them
+PACKAGES = {"method": "bench.methods", "encoder": "bench.encoders.models", "evaluator": "bench.evaluators"}  # fill them
 
 
 class CatalogError(Exception):
@@ -73,22 +73,22 @@ class Entry:
 
 def source_files(kind: str) -> list[Path]:
     """The files whose registrations fill the registry of `kind`, found without importing them: methods/*.py
-    by the `methods` package's spec (a top-level package: its spec is found without running it), the
+    by the `bench.methods` package's spec (installed from the methods/ folder; found without running it), the
     encoders and evaluators by their place in the `bench` package folder."""
     bench_dir = Path(sys.modules["bench"].__file__).resolve().parent
     if kind == "encoder":
-        return [bench_dir / "encoders.py"]
+        return [bench_dir / "encoders" / "models.py"]
     if kind == "evaluator":
         return sorted((bench_dir / "evaluators").glob("*.py"))
-    spec = importlib.util.find_spec("methods")
+    spec = importlib.util.find_spec("bench.methods")
     if spec is None or not spec.submodule_search_locations:
-        raise CatalogError("package 'methods' not found")
+        raise CatalogError("package 'bench.methods' not found")
     return sorted(p for folder in spec.submodule_search_locations for p in Path(folder).glob("*.py"))
 
 
 def module_name(path: Path, kind: str) -> str:
-    """`methods/clld.py` -> `methods.clld` (only methods are followed across modules)."""
-    return f"{PACKAGES[kind] if kind != 'encoder' else 'bench'}.{path.stem}"
+    """`methods/clld.py` -> `bench.methods.clld` (only methods are followed across modules)."""
+    return f"{PACKAGES[kind] if kind != 'encoder' else 'bench.encoders'}.{path.stem}"
 
 
 @functools.lru_cache(maxsize=None)
@@ -225,7 +225,7 @@ def method_knobs(modules: dict[str, tuple[Path, ast.Module]], module: str, cls: 
 
 def class_def(modules: dict[str, tuple[Path, ast.Module]], module: str, name: str) -> tuple[str, ast.ClassDef]:
     """(module, class definition) that the name `name` means in `module`: a class defined there, or one
-    imported from another module of the package (`from methods.base import Method`, relative too)."""
+    imported from another module of the package (`from bench.methods.base import Method`, relative too)."""
     tree = modules[module][1]
     for node in tree.body:
         if isinstance(node, ast.ClassDef) and node.name == name:

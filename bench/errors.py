@@ -1,5 +1,5 @@
 """Exceptions shared across the parts: the one that carries a user-facing message, and the one that says an
-evaluator cannot run here (raised deep inside evaluators and the attack package, caught by bench.evaluation)."""
+evaluator cannot run here (raised deep inside evaluators and the attack package, caught by bench.running.evaluation)."""
 
 
 class BenchError(Exception):

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field, fields
 from typing import Any
 
 from bench.errors import BenchError
+from bench.registry import METHODS, Registry
 
 
 @dataclass(frozen=True)
@@ -132,13 +133,25 @@ class RunSpec:
             seed=int(data["seed"]),
             data_fingerprint=data["data_fingerprint"],
             train=TrainConfig(**data["train"]),
-            method_config=tuple(sorted((k, _freeze(v)) for k, v in data["method_config"].items())),
+            method_config=tuple(sorted((k, freeze(v)) for k, v in data["method_config"].items())),
             method_version=int(data.get("method_version", 1)),
         )
 
 
-def _freeze(value: Any) -> Any:
-    """Make JSON-loaded lists hashable so a rebuilt spec equals the original."""
-    if isinstance(value, list):
-        return tuple(_freeze(v) for v in value)
+def freeze(value: Any) -> Any:
+    """Lists (nested) as tuples and dicts as sorted item tuples, so specs stay hashable."""
+    if isinstance(value, (list, tuple)):
+        return tuple(freeze(v) for v in value)
+    if isinstance(value, dict):
+        return tuple(sorted((k, freeze(v)) for k, v in value.items()))
     return value
+
+
+def method_config(method: str, knobs: dict[str, Any], methods: Registry | None = None
+                  ) -> tuple[tuple[str, Any], ...]:
+    """A method's full knob set (defaults overridden by `knobs`), ready for a RunSpec; `methods`: the registry
+    to look the method up in (default: the real one; bench.catalog's needs no torch)."""
+    entry = (METHODS if methods is None else methods).get(method)
+    values = {**entry.config_fields(), **knobs}
+    entry.Config(**values)  # let the method's own checks run now, before any shard starts
+    return tuple(sorted((k, freeze(v)) for k, v in values.items()))

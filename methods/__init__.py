@@ -3,7 +3,7 @@ imported, which fills `bench.registry.METHODS`; then the methods of installed pl
 `clbench.methods`)."""
 
 from bench.registry import import_members, load_plugins
-from methods.base import Method, PrepareContext, Progress
+from bench.methods.base import Method, PrepareContext, Progress
 
 import_members(__name__, __path__, "METHODS")
 load_plugins("method")

@@ -12,7 +12,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from bench.encoders import EncoderBundle, EncoderOutput, TextEncoder
+from bench.encoders.models import EncoderBundle, EncoderOutput, TextEncoder
 
 
 @dataclass(frozen=True)
@@ -36,7 +36,7 @@ class PrepareContext:
     cache_dir: Path
     results_dir: Path
     spec: Any = None  # the shard's RunSpec, where the method needs to find related runs
-    bucket: int = 0  # per-example views are padded as the Trainer pads (bench.batching.bucket_width)
+    bucket: int = 0  # per-example views are padded as the Trainer pads (bench.data.batching.bucket_width)
     max_width: int | None = None
 
 

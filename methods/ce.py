@@ -6,7 +6,7 @@ import torch
 import torch.nn.functional as F
 
 from bench.registry import METHODS
-from methods.base import Method
+from bench.methods.base import Method
 
 
 @METHODS.register("ce")

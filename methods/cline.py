@@ -12,9 +12,9 @@ from torch import nn
 
 from bench.errors import BenchError
 from bench.registry import METHODS
-from methods.base import Method, PrepareContext
-from methods.losses import cline_bce_loss, cline_contrastive_loss, replaced_token_loss
-from methods.views import require_wordnet, stacked, word_views
+from bench.methods.base import Method, PrepareContext
+from bench.methods.losses import cline_bce_loss, cline_contrastive_loss, replaced_token_loss
+from bench.methods.views import require_wordnet, stacked, word_views
 
 
 @dataclass(frozen=True)

@@ -16,12 +16,12 @@ import torch
 import torch.nn.functional as F
 import yaml
 
-from bench import store
+from bench.results import store
 from bench.errors import BenchError
 from bench.registry import METHODS
-from methods.base import Method, PrepareContext, Progress
-from methods.losses import clld_loss
-from methods.views import doubled, projection_head
+from bench.methods.base import Method, PrepareContext, Progress
+from bench.methods.losses import clld_loss
+from bench.methods.views import doubled, projection_head
 
 PROJECTIONS = ("mlp", "linear", "none")
 
@@ -121,7 +121,7 @@ def confused_pairs(confusion: np.ndarray, k: int) -> list[tuple[int, int]]:
 
 def sibling_key(method: str, spec: Any) -> str:
     """The run key of `method` (default knobs) with the same dataset, encoder, seed and settings as `spec`."""
-    from bench.settings import method_config
+    from bench.spec import method_config
 
     name = METHODS.canonical(method)
     return dataclasses.replace(spec, method=name, method_config=method_config(name, {}),

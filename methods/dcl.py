@@ -12,9 +12,9 @@ from torch import nn
 
 from bench.errors import BenchError
 from bench.registry import METHODS
-from methods.base import Method, Progress
-from methods.losses import PowerNorm, alignment_loss, ema_update
-from methods.views import SecondView
+from bench.methods.base import Method, Progress
+from bench.methods.losses import PowerNorm, alignment_loss, ema_update
+from bench.methods.views import SecondView
 
 
 @dataclass(frozen=True)

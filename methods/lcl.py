@@ -12,9 +12,9 @@ from torch import nn
 
 from bench.errors import BenchError
 from bench.registry import METHODS
-from methods.base import Method
-from methods.losses import lcl_loss
-from methods.views import SecondView
+from bench.methods.base import Method
+from bench.methods.losses import lcl_loss
+from bench.methods.views import SecondView
 
 
 @dataclass(frozen=True)

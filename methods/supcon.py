@@ -9,9 +9,9 @@ import torch.nn.functional as F
 
 from bench.errors import BenchError
 from bench.registry import METHODS
-from methods.base import Method
-from methods.losses import supcon_loss
-from methods.views import doubled, projection_head
+from bench.methods.base import Method
+from bench.methods.losses import supcon_loss
+from bench.methods.views import doubled, projection_head
 
 
 @dataclass(frozen=True)

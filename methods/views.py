@@ -11,9 +11,9 @@ import numpy as np
 import torch
 from torch import nn
 
-from bench.augment import augment_texts
-from bench.batching import Encoded, collate, padded_matrix, take_padded, to_device
-from methods.base import PrepareContext
+from bench.data.augment import augment_texts
+from bench.data.batching import Encoded, collate, padded_matrix, take_padded, to_device
+from bench.methods.base import PrepareContext
 
 
 def projection_head(kind: str, dim: int) -> nn.Module:
@@ -47,7 +47,7 @@ def stacked(*batches: dict[str, torch.Tensor], pad_id: int) -> dict[str, torch.T
 @dataclass
 class TokenViews:
     """Tokenised augmented copies of the training texts, with a per-token `replaced` flag; batches are padded
-    like the Trainer's (`bucket`, `max_width`: see bench.batching.bucket_width)."""
+    like the Trainer's (`bucket`, `max_width`: see bench.data.batching.bucket_width)."""
 
     encoded: Encoded
     replaced: list[list[int]]
@@ -72,7 +72,7 @@ class TokenViews:
 
 
 def word_views(context: PrepareContext, kind: str, rate: float) -> TokenViews:
-    """WordNet views (a bench.augment.KINDS kind) of every training text, cached on disk per dataset and seed."""
+    """WordNet views (a bench.data.augment.KINDS kind) of every training text, cached on disk per dataset and seed."""
     views = augment_texts(context.train_texts, kind, rate, context.seed, cache_dir=context.cache_dir)
     tokenize_words = context.bundle.tokenize_words
     ids, word_ids = tokenize_words([list(v.tokens) for v in views])
@@ -91,7 +91,7 @@ def with_second_view(batch: dict[str, torch.Tensor], views: TokenViews | None) -
 
 def require_wordnet() -> None:
     """Fail before any shard starts when WordNet is missing (the error says how to install it)."""
-    from bench.wordnet import load_wordnet
+    from bench.data.wordnet import load_wordnet
 
     load_wordnet()
 

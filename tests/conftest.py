@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.cli import main
+from bench.cli.main import main
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURE = ROOT / "datasets" / "fixtures" / "tiny"

@@ -1,4 +1,4 @@
-"""WordNet loading and the deterministic synonym / antonym views (bench.wordnet, bench.augment)."""
+"""WordNet loading and the deterministic synonym / antonym views (bench.data.wordnet, bench.data.augment)."""
 
 from __future__ import annotations
 
@@ -8,11 +8,11 @@ import json
 import numpy as np
 import pytest
 
-from bench import augment
-from bench.augment import (Augmented, antonym_view, augment_texts, case_style, inflect, pos_tags,
+from bench.data import augment
+from bench.data.augment import (Augmented, antonym_view, augment_texts, case_style, inflect, pos_tags,
                            replacement_count, split_token, synonym_candidates, synonym_view, training_vocabulary)
 from bench.errors import BenchError
-from bench.wordnet import lexnames_text, load_wordnet, prepare_copy
+from bench.data.wordnet import lexnames_text, load_wordnet, prepare_copy
 
 TEXTS = [
     "Good, the movie is GREAT and the actors were running happily .",

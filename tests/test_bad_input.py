@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-import bench.runner  # noqa: F401  (import torch & co. once, so the timing below measures the checks only)
+import bench.running.runner  # noqa: F401  (import torch & co. once, so the timing below measures the checks only)
 from conftest import FAST, FIXTURE, read_fixture, write_jsonl
 
 BASE = ["--encoder", "tiny-bert", "--evaluators", "none", "--no-progress"]
@@ -195,14 +195,14 @@ def test_bad_input_is_one_line_exit_2_and_writes_nothing(cli, tmp_path, monkeypa
 
 def test_unwritable_results_folder_fails_before_loading(cli, tmp_path, monkeypatch):
     """A results folder whose parent cannot be written (simulated: tests may run as root, who may write anywhere)."""
-    import bench.data
+    import bench.data.loading
 
     parent = tmp_path / "locked"
     parent.mkdir()
     real_access = os.access
     monkeypatch.setattr(os, "access", lambda path, mode, **kw: False if Path(path) == parent
                         else real_access(path, mode, **kw))
-    monkeypatch.setattr(bench.data, "load_raw", lambda *a: pytest.fail("the data was loaded"))
+    monkeypatch.setattr(bench.data.loading, "load_raw", lambda *a: pytest.fail("the data was loaded"))
     code, _, err = cli("run", "--methods", "ce", "--datasets", FIXTURE, *BASE, "--results-dir", parent / "results")
     assert code == 2 and err.count("\n") == 1
     assert f"results folder {parent / 'results'} (--results-dir) cannot be created: {parent} is not writable" in err
@@ -220,7 +220,7 @@ def test_results_folder_from_the_environment_is_named_as_such(cli, tmp_path, mon
 def test_reversed_seed_range_is_refused():
     import argparse
 
-    from bench.cli import seed_list
+    from bench.cli.main import seed_list
 
     assert seed_list("1-3,5") == [1, 2, 3, 5]
     with pytest.raises(argparse.ArgumentTypeError, match="seed range '3-1' is empty; write it low-high, e.g. 1-3"):
@@ -228,7 +228,7 @@ def test_reversed_seed_range_is_refused():
 
 
 def test_label_types_that_are_accepted(tmp_path):
-    from bench.data import load_dataset
+    from bench.data.loading import load_dataset
 
     train = [{"text": f"t{i}", "label": label} for i, label in enumerate([1, 2, 1.0, 2, True, False] * 2)]
     data = load_dataset(str(folder(tmp_path, train=train, test=train[:6])))
@@ -237,8 +237,8 @@ def test_label_types_that_are_accepted(tmp_path):
 
 def test_a_users_folder_under_data_dir_is_a_dataset(cli, tmp_path, monkeypatch):
     """`--datasets NAME --data-dir D` trains on D/NAME when NAME is no card, and records the folder."""
-    from bench.data import load_dataset
-    from bench.data import data_ref
+    from bench.data.loading import load_dataset
+    from bench.data.loading import data_ref
 
     data_dir = tmp_path / "D"
     write_jsonl(data_dir / "mine" / "train.jsonl", read_fixture("train"))
@@ -253,7 +253,7 @@ def test_a_users_folder_under_data_dir_is_a_dataset(cli, tmp_path, monkeypatch):
     run = next((tmp_path / "results").glob("ce_mine_tiny-bert_s1_*"))
     spec = json.loads((run / "spec.json").read_text())
     assert spec["data"]["source"] == data.source
-    from bench.runner import plan
+    from bench.running.runner import plan
 
     shard, = plan(["ce"], ["mine"], ["tiny-bert"], [1], {}, str(data_dir), results_dir=tmp_path / "results")
     assert shard.source.load().fingerprint == data.fingerprint  # how workers and SLURM jobs reload it
@@ -261,7 +261,7 @@ def test_a_users_folder_under_data_dir_is_a_dataset(cli, tmp_path, monkeypatch):
 
 def test_card_name_wins_over_a_folder_of_that_name(tmp_path):
     """A card's local copy under --data-dir is still loaded as that card (its label order, its source)."""
-    from bench.data import load_dataset
+    from bench.data.loading import load_dataset
 
     write_jsonl(tmp_path / "D" / "trec" / "train.jsonl", [{"text": f"what {i}", "label": "NUM" if i % 2 else "DESC"}
                                                           for i in range(20)])

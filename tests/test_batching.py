@@ -1,7 +1,7 @@
 import numpy as np
 import torch
 
-from bench.batching import Encoded, collate, length_grouped_batches, random_batches, sorted_batches
+from bench.data.batching import Encoded, collate, length_grouped_batches, random_batches, sorted_batches
 
 
 def test_length_grouped_batches_cover_every_index_once():

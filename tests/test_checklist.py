@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from bench.data import Split, TextData
+from bench.data.loading import Split, TextData
 from bench.errors import BenchError
 from bench.evaluators import checklist, lexicons, perturb
 from bench.evaluators.base import EvalContext, EvalOptions
@@ -447,7 +447,7 @@ def test_check_validates_options_before_any_shard(tmp_path):
 
 
 def test_the_sample_is_the_one_the_other_evaluators_use():
-    from bench.data import fixed_sample
+    from bench.data.loading import fixed_sample
     from bench.evaluators.checklist import sample_indices
 
     assert sample_indices(300, 40) == fixed_sample(300, 40) and len(sample_indices(300, 40)) == 40

@@ -154,20 +154,20 @@ def test_parallel_jobs(cli, tiny, results):
 
 
 def test_no_arguments_means_the_demo():
-    from bench.cli import build_parser, run_options
+    from bench.cli.main import build_parser, run_options
 
     opts = run_options(build_parser().parse_args(["run"]))
     assert opts["methods"] == ["ce", "supcon", "clld"]
     assert (opts["datasets"], opts["encoders"], opts["seeds"]) == (["demo"], ["minilm"], [1])
     assert opts["jobs"] == 1 and not opts["overwrite"] and opts["overrides"] == {} and opts["knobs"] == {}
-    from bench.runner import train_config
+    from bench.running.runner import train_config
 
     assert train_config("demo", {}).epochs == 4  # the demo card's own default
     assert train_config("demo", {"epochs": 2}).epochs == 2  # the command line wins
 
 
 def test_killed_shard_resumes_on_the_next_run(cli, tiny, tmp_path, monkeypatch):
-    from bench.trainer import Trainer
+    from bench.training.trainer import Trainer
     from test_trainer import Killed
 
     args = ["run", "--methods", "ce", "--datasets", tiny, *FAST, "--epochs", "3"]
@@ -199,7 +199,7 @@ def test_killed_shard_resumes_on_the_next_run(cli, tiny, tmp_path, monkeypatch):
 def test_out_of_memory_fails_the_shard_with_advice(cli, tiny, results, monkeypatch):
     import torch
 
-    from methods.ce import CrossEntropy
+    from bench.methods.ce import CrossEntropy
 
     def oom(self, batch):
         raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 20.00 GiB")

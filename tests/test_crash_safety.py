@@ -33,7 +33,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from bench import store
+from bench.results import store
 from conftest import FAST, FIXTURE, LineServer, kill_group, launch_env as isolated_launch_env, process_state
 IDENTITY = ["run_key", "method", "dataset", "encoder", "seed", "evaluator", "split", "metric", "label", "n"]
 COLUMNS = [*IDENTITY, "value"]
@@ -79,9 +79,9 @@ def die_at(kind, name=""):
 
 def arm():
     """Install the kill points (they do nothing unless CHAOS_KILL names them)."""
-    from bench import store
+    from bench.results import store
     from bench.evaluators.representation import Representation
-    from bench.trainer import Trainer
+    from bench.training.trainer import Trainer
 
     atomic_path, step, evaluate = store.atomic_path, Trainer.step, Representation.evaluate
 
@@ -107,7 +107,7 @@ def arm():
 
 def zygote():
     """Serve launch requests from stdin (see the test module)."""
-    import bench.cli, bench.evaluation, bench.plot_cli, bench.report_cli, bench.runner, bench.summary  # noqa
+    import bench.cli.main, bench.running.evaluation, bench.cli.plot, bench.cli.report, bench.running.runner, bench.reporting.summary  # noqa
     import transformers
     from transformers.models.bert import modeling_bert  # noqa
 
@@ -126,7 +126,7 @@ def zygote():
                 os.dup2(log, 2)
                 os.environ.clear()
                 os.environ.update(request["env"])
-                code = bench.cli.main(request["argv"])
+                code = bench.cli.main.main(request["argv"])
             finally:
                 sys.stdout.flush()
                 sys.stderr.flush()
@@ -142,7 +142,7 @@ if __name__ == "__main__":
     if sys.argv[1:] == ["--zygote"]:
         zygote()
     else:
-        from bench.cli import main
+        from bench.cli.main import main
 
         sys.exit(main(sys.argv[1:]))
 '''
@@ -392,7 +392,7 @@ def test_chaos_parallel_sweep_killed_at_random_moments_equals_uninterrupted_run(
 
 
 # ------------------------------------------------------------------------------------------------ regressions
-# Fast, in-process versions of states the chaos tests produced, each fixed in bench/shard.py or bench/store.py.
+# Fast, in-process versions of states the chaos tests produced, each fixed in bench/running/shard.py or bench/results/store.py.
 
 def test_run_killed_right_after_its_rows_leaves_no_debris_on_the_next_run(chaos):
     """Guards the tidy-up of a finished run: a process killed after writing rows.json but before removing the
@@ -474,7 +474,7 @@ def test_pool_workers_die_with_the_main_process(tmp_path):
     script.write_text(textwrap.dedent("""
         import multiprocessing, os, sys, time
         from concurrent.futures import ProcessPoolExecutor
-        from bench.runner import _init_worker
+        from bench.running.runner import _init_worker
 
         def busy_shard(pid_file):
             with open(pid_file, "w") as handle:
@@ -521,9 +521,9 @@ def test_a_dead_worker_does_not_end_the_sweep(tmp_path, tiny):
     # sitecustomize runs at start-up of every spawned worker: the first worker to start the seed-2 shard dies.
     (hooks / "sitecustomize.py").write_text(textwrap.dedent(f"""
         import os
-        import bench.shard
+        import bench.running.shard
 
-        original = bench.shard.run_shard
+        original = bench.running.shard.run_shard
 
         def run_shard(spec, *args, **kwargs):
             if spec.seed == 2 and not os.path.exists({str(marker)!r}):
@@ -531,16 +531,16 @@ def test_a_dead_worker_does_not_end_the_sweep(tmp_path, tiny):
                 os._exit(137)
             return original(spec, *args, **kwargs)
 
-        bench.shard.run_shard = run_shard
-        import bench.runner
-        bench.runner.run_shard = run_shard
+        bench.running.shard.run_shard = run_shard
+        import bench.running.runner
+        bench.running.runner.run_shard = run_shard
     """))
     from conftest import FAST
 
     results = tmp_path / "results"
     env = {**os.environ, "PYTHONPATH": f"{hooks}{os.pathsep}{os.environ.get('PYTHONPATH', '')}",
            "OMP_NUM_THREADS": "1"}
-    done = subprocess.run([sys.executable, "-m", "bench.cli", "run", "--methods", "ce", "--datasets", str(tiny),
+    done = subprocess.run([sys.executable, "-m", "bench.cli.main", "run", "--methods", "ce", "--datasets", str(tiny),
                            "--seeds", "1-3", "--jobs", "2", "--results-dir", str(results), *FAST],
                           env=env, capture_output=True, text=True, timeout=600)
     assert marker.exists(), done.stderr  # the hook fired: a worker really died

@@ -5,8 +5,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-import bench.data as data_module
-from bench.data import Split, carve_validation, load_dataset
+import bench.data.loading as data_module
+from bench.data.loading import Split, carve_validation, load_dataset
 from bench.errors import BenchError
 from conftest import FIXTURE, read_fixture, write_jsonl
 
@@ -225,7 +225,7 @@ def test_require_fingerprint_names_the_change_and_the_fix():
 
 
 def test_find_named_takes_a_path_or_a_name_under_the_data_folders(tmp_path, monkeypatch):
-    from bench.data import find_named
+    from bench.data.loading import find_named
 
     (tmp_path / "sets" / "imdb_contrast").mkdir(parents=True)
     assert find_named(str(tmp_path / "sets")) == tmp_path / "sets"

@@ -10,8 +10,8 @@ import pytest
 import torch
 
 from bench.errors import BenchError
-from bench.metrics import collapse_note
-from bench.trainer import Trainer
+from bench.evaluators.metrics import collapse_note
+from bench.training.trainer import Trainer
 
 FAST = ["--methods", "ce", "--encoder", "tiny-bert", "--epochs", "1", "--batch-size", "8", "--no-progress",
         "--evaluators", "none"]

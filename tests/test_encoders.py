@@ -2,8 +2,8 @@ import numpy as np
 import pytest
 import torch
 
-from bench.batching import Encoded, collate
-from bench.encoders import build_encoder, canonical_encoder, pool
+from bench.data.batching import Encoded, collate
+from bench.encoders.models import build_encoder, canonical_encoder, pool
 from bench.errors import BenchError
 from bench.spec import TrainConfig
 from conftest import read_fixture
@@ -82,7 +82,7 @@ def test_canonical_encoder_names(tmp_path):
 def test_local_model_folder_loads(tmp_path):
     from transformers import BertConfig, BertModel
 
-    from bench.vocab import build_vocab, word_tokenizer
+    from bench.encoders.vocab import build_vocab, word_tokenizer
 
     vocab = build_vocab(TEXTS)
     BertModel(BertConfig(vocab_size=len(vocab), hidden_size=16, num_hidden_layers=1, num_attention_heads=2,

@@ -12,10 +12,10 @@ import pandas as pd
 import pytest
 import torch
 
-from bench.data import load_dataset
+from bench.data.loading import load_dataset
 from bench.errors import BenchError, SkipEvaluator
 from bench.catalog import evaluator_names
-from bench.evaluation import build_evaluators, evaluate_run, evaluation_path
+from bench.running.evaluation import build_evaluators, evaluate_run, evaluation_path
 from bench.evaluators.base import EvalContext, EvalOptions, Evaluator
 from bench.evaluators.contrast import ContrastSets, read_pairs
 from bench.evaluators.representation import Representation, alignment, class_pair_stats, normalise, uniformity
@@ -297,7 +297,7 @@ def test_default_evaluators_then_an_explicit_attack(cli, tiny, results):
     skipped = table[table.metric == "skipped"]
     assert set(skipped.evaluator) == {"contrast", "textfooler"} and skipped.note.str.len().min() > 10
 
-    from bench.wordnet import load_wordnet
+    from bench.data.wordnet import load_wordnet
 
     try:
         load_wordnet()
@@ -314,7 +314,7 @@ def test_default_evaluators_then_an_explicit_attack(cli, tiny, results):
 
 
 def test_evaluation_table_keeps_different_settings_apart():
-    from bench.summary import evaluation_table
+    from bench.reporting.summary import evaluation_table
 
     base = {"dataset": "d", "encoder": "e", "method": "ce", "evaluator": "textfooler", "split": "attack",
             "metric": "accuracy_under_attack", "label": "", "note": ""}
@@ -338,7 +338,7 @@ class Echo(Evaluator):
         return ("echo.json",)
 
     def evaluate(self, ctx):
-        from bench import store
+        from bench.results import store
 
         store.write_json(ctx.run_dir / "echo.json", {"n": ctx.options.checklist_n})
         return [{"split": "test", "metric": "n", "value": float(ctx.options.checklist_n), "n": 1}]
@@ -367,7 +367,7 @@ def test_files_written_before_they_were_kept_go_to_the_evaluation_that_wrote_the
     import os
     import shutil
 
-    from bench.evaluation import artefact_folder, is_done
+    from bench.running.evaluation import artefact_folder, is_done
 
     spec = RunSpec("ce", sentiment_data.name, "scripted", 1, sentiment_data.fingerprint)
     run_dir = tmp_path / "results" / spec.key

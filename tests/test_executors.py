@@ -13,14 +13,14 @@ import pytest
 
 submitit = pytest.importorskip("submitit")
 
-from bench import store
-from bench.cli import build_parser, run_options
-from bench.data import DataRef
-from bench.executors import (ShardJob, ShardTask, SlurmOptions, load_profile, pack, parse_gres_gpus,
-                             slurm_options, submit, task_of)
-from bench.runner import Shard, plan, worker_gpus
+from bench.results import store
+from bench.cli.main import build_parser, run_options
+from bench.data.loading import DataRef
+from bench.running.executors import ShardJob, ShardTask, pack, submit, task_of
+from bench.running.slurm_options import SlurmOptions, load_profile, parse_gres_gpus, slurm_options
+from bench.running.runner import Shard, plan, worker_gpus
 from bench.spec import RunSpec
-from bench.status import decide, query_states
+from bench.running.status import decide, query_states
 from conftest import FAST
 
 ONE_EPOCH = [*FAST, "--epochs", "1"]
@@ -84,7 +84,7 @@ def one_thread(monkeypatch):
 
 
 class FakeExecutor:
-    """Records what bench.executors.submit asks of submitit; jobs come back at once with array ids
+    """Records what bench.running.executors.submit asks of submitit; jobs come back at once with array ids
     (array 4242 for the first executor made, 4243 for the next...)."""
 
     def __init__(self, folder, cluster, array=4242):
@@ -111,7 +111,7 @@ def mocked(monkeypatch):
         made[-1].max_timeouts = max_timeouts
         return made[-1]
 
-    monkeypatch.setattr("bench.executors.new_executor", factory)
+    monkeypatch.setattr("bench.running.executors.new_executor", factory)
     return made
 
 
@@ -181,7 +181,7 @@ def test_submitit_local_executor_matches_a_local_run(cli, tiny, tmp_path, one_th
 def preempted_job(tiny, results, monkeypatch):
     """A ShardJob (with overwrite) of one 2-epoch shard that SLURM preempted right after its first epoch's
     checkpoint; returns the job and its tasks."""
-    from bench.trainer import Trainer
+    from bench.training.trainer import Trainer
     from test_trainer import Killed
 
     shards, opts = planned(tiny, results, "--epochs", "2")
@@ -342,7 +342,7 @@ def test_status_reports_every_state(cli, results, mocked, monkeypatch):
         asked.append(sorted(job_ids))
         return {"4242_0": "PENDING", "4242_1": "RUNNING", "4242_2": "TIMEOUT"}
 
-    monkeypatch.setattr("bench.status.query_states", sacct)
+    monkeypatch.setattr("bench.running.status.query_states", sacct)
     code, out, _ = cli("status")
     assert code == 0
     lines = status_lines(out)
@@ -428,7 +428,7 @@ class Scripted:
 
 
 def test_follow_waits_until_every_shard_has_ended(results, mocked, capsys):
-    from bench.follow import follow
+    from bench.running.follow import follow
 
     keys = make_results(results, mocked)  # seeds 4-6 submitted as 4242_0..2, seed 3 interrupted locally
     chosen = [keys[1], keys[2], keys[4], keys[5]]
@@ -451,7 +451,7 @@ def test_follow_waits_until_every_shard_has_ended(results, mocked, capsys):
 
 
 def test_follow_draws_a_bar_of_shards_done(results, mocked, capsys):
-    from bench.follow import follow
+    from bench.running.follow import follow
 
     keys = make_results(results, mocked)
 
@@ -469,7 +469,7 @@ def test_follow_draws_a_bar_of_shards_done(results, mocked, capsys):
 
 
 def test_follow_gives_up_on_shards_the_scheduler_never_knows(results, mocked, capsys):
-    from bench.follow import UNKNOWN_GRACE_SECONDS, follow
+    from bench.running.follow import UNKNOWN_GRACE_SECONDS, follow
 
     keys = make_results(results, mocked)
     scheduler = Scripted([None])  # unreachable, every time
@@ -484,7 +484,7 @@ def test_follow_gives_up_on_shards_the_scheduler_never_knows(results, mocked, ca
 
 def test_run_wait_follows_the_array_and_fails_when_a_shard_fails(cli, tiny, results, mocked, monkeypatch,
                                                                   one_thread):
-    monkeypatch.setattr("bench.follow.POLL_SECONDS", 0.01)
+    monkeypatch.setattr("bench.running.follow.POLL_SECONDS", 0.01)
     base = ["run", "--methods", "ce", "--datasets", tiny, "--seeds", "1,2", *ONE_EPOCH, "--executor", "slurm"]
 
     def scheduler(fail_second):
@@ -501,14 +501,14 @@ def test_run_wait_follows_the_array_and_fails_when_a_shard_fails(cli, tiny, resu
         states.ran = False
         return states
 
-    monkeypatch.setattr("bench.status.query_states", scheduler(fail_second=True))
+    monkeypatch.setattr("bench.running.status.query_states", scheduler(fail_second=True))
     code, out, err = cli(*base, "--wait", "--results-dir", results)
     assert code == 1, err
     assert re.search(r"^\s*tiny\s+tiny-bert\s+ce\s+1\s", out, re.M) and "1 of 2 shard(s) did not finish" in err
     assert "ended FAILED" in err and "1/2 done" in err
 
     other = results.parent / "all-done"
-    monkeypatch.setattr("bench.status.query_states", scheduler(fail_second=False))
+    monkeypatch.setattr("bench.running.status.query_states", scheduler(fail_second=False))
     code, out, err = cli(*base, "--wait", "--results-dir", other)
     assert code == 0, err
     assert "all 2 shard(s) done" in err
@@ -517,7 +517,7 @@ def test_run_wait_follows_the_array_and_fails_when_a_shard_fails(cli, tiny, resu
     assert re.search(r"^\s*tiny\s+tiny-bert\s+ce\s+2\s", out, re.M)  # the table: ce on tiny, 2 seeds
     code, out, err = cli(*base, "--wait", "--results-dir", other)  # nothing left to submit: still a table
     assert code == 0 and "nothing to submit" in err and "all 2 shard(s) done" in err
-    monkeypatch.setattr("bench.status.query_states", lambda ids: {i: "FAILED" for i in ids})
+    monkeypatch.setattr("bench.running.status.query_states", lambda ids: {i: "FAILED" for i in ids})
     code, out, _ = cli("status", "--wait", "--results-dir", results)
     assert code == 1 and out.splitlines()[-1] == "2 shard(s): 1 done, 1 failed"
 
@@ -537,7 +537,7 @@ def test_a_requeued_run_resumes_even_when_the_submission_overwrote(tiny, results
 def test_a_task_trains_with_the_cpus_slurm_allocated(tiny, results, monkeypatch):
     import torch
 
-    from bench.runner import cpu_count
+    from bench.running.runner import cpu_count
 
     usable = cpu_count()
     monkeypatch.setenv("SLURM_CPUS_ON_NODE", "1")
@@ -577,7 +577,7 @@ def test_resume_picks_exactly_the_unfinished_shards(cli, tiny, results, mocked, 
     (results / keys[1] / "error.json").write_text('{"reason": "x"}')  # failed
     submit(shards[2:], results, SlurmOptions())  # 4242_0 still running, 4242_1 timed out
     # 4242_0 still running; 4242_1 timed out, as do the tasks submitted below
-    monkeypatch.setattr("bench.status.query_states",
+    monkeypatch.setattr("bench.running.status.query_states",
                         lambda ids: {i: "RUNNING" if i == "4242_0" else "TIMEOUT" for i in ids})
     base = ["run", "--methods", "ce", "--datasets", tiny, "--seeds", "1-4", *ONE_EPOCH]
 
@@ -587,10 +587,10 @@ def test_resume_picks_exactly_the_unfinished_shards(cli, tiny, results, mocked, 
     assert "skipping 1 shard(s) pending or running on SLURM" in err
 
     ran = []
-    monkeypatch.setattr("bench.runner.execute", lambda shards, *a, **k: ran.extend(s.spec.key for s in shards) or [])
+    monkeypatch.setattr("bench.running.runner.execute", lambda shards, *a, **k: ran.extend(s.spec.key for s in shards) or [])
     assert cli(*base, "--resume")[0] == 0  # local: finished ones are skipped by run_shard itself
     assert ran == [keys[0], keys[1], keys[3]]
-    monkeypatch.setattr("bench.status.query_states", lambda ids: None)
+    monkeypatch.setattr("bench.running.status.query_states", lambda ids: None)
     ran.clear()
     code, _, err = cli(*base, "--resume")
     assert ran == keys and "scheduler unreachable" in err
@@ -599,7 +599,7 @@ def test_resume_picks_exactly_the_unfinished_shards(cli, tiny, results, mocked, 
     assert [t.spec.key for g in mocked[-1].calls[0][1] for t in g] == keys[1:] and "may run twice" in err
     submissions = len(mocked)
     for answer in ({"PENDING"}, set()):  # pending, or just submitted and not yet in sacct (UNKNOWN)
-        monkeypatch.setattr("bench.status.query_states", lambda ids: {i: s for i in ids for s in answer})
+        monkeypatch.setattr("bench.running.status.query_states", lambda ids: {i: s for i in ids for s in answer})
         code, _, err = cli(*base, "--executor", "slurm")  # a plain re-submission never queues a shard twice
         assert code == 0 and len(mocked) == submissions, answer
         assert "skipping 3 shard(s) pending or running" in err and "nothing to submit" in err

@@ -24,12 +24,12 @@ HEAVY = ("torch", "transformers", "sklearn", "pandas", "datasets")
 def real_registry(kind: str):
     """The real registry of `kind`, filled by importing its package, restricted to the project's own entries
     (tests register extra methods at run time)."""
-    import bench.encoders  # noqa: F401
+    import bench.encoders.models  # noqa: F401
     import bench.evaluators  # noqa: F401
-    import methods  # noqa: F401
+    import bench.methods  # noqa: F401
 
     registry = catalog.REAL[kind]
-    home = {"method": "methods.", "encoder": "bench.encoders", "evaluator": "bench.evaluators."}[kind]
+    home = {"method": "bench.methods.", "encoder": "bench.encoders.models", "evaluator": "bench.evaluators."}[kind]
     return {name: (obj, tuple(registry.aliases_of(name))) for name, obj in registry.items()
             if obj.__module__.startswith(home)}
 
@@ -52,7 +52,7 @@ def test_catalog_holds_every_methods_knobs_and_defaults():
 
 
 def test_registry_is_the_real_one_once_imported():
-    import methods  # noqa: F401
+    import bench.methods  # noqa: F401
 
     assert catalog.registry("method") is catalog.REAL["method"]
 
@@ -93,14 +93,14 @@ def test_unreadable_sources_fall_back_to_importing(monkeypatch):
 
     imported = []
     monkeypatch.setattr(catalog, "parse", unreadable)
-    monkeypatch.delitem(sys.modules, "bench.encoders", raising=False)  # as if not imported yet (put back after)
+    monkeypatch.delitem(sys.modules, "bench.encoders.models", raising=False)  # as if not imported yet (put back after)
     monkeypatch.setattr(catalog.importlib, "import_module", imported.append)
-    assert catalog.registry("encoder") is catalog.REAL["encoder"] and imported == ["bench.encoders"]
+    assert catalog.registry("encoder") is catalog.REAL["encoder"] and imported == ["bench.encoders.models"]
 
 
 @pytest.mark.parametrize("name", ["nosuch-encoder", "FOLDER"])
 def test_light_encoder_check_says_what_check_encoder_says(tmp_path, name):
-    from bench.encoders import canonical_encoder, check_encoder
+    from bench.encoders.models import canonical_encoder, check_encoder
     from bench.hub import check_encoder_source
 
     if name == "FOLDER":  # a folder without config.json
@@ -127,7 +127,7 @@ BAD_KNOBS = [("cl", {"tau": 0}), ("clld-static", {}), ("clld-static", {"pairs": 
 @pytest.mark.parametrize("method,knobs", BAD_KNOBS)
 def test_configs_built_from_source_check_knob_values_as_the_real_ones(method, knobs):
     """The catalog's Config runs the method's own __post_init__ lines: same defaults, same refusals."""
-    import methods  # noqa: F401  (the real classes, to compare with)
+    import bench.methods  # noqa: F401  (the real classes, to compare with)
     from bench.registry import METHODS
 
     entry = catalog.parse("method")
@@ -148,7 +148,7 @@ def test_configs_built_from_source_check_knob_values_as_the_real_ones(method, kn
 
 LIGHT_SCRIPT = """
 import json, sys
-from bench.cli import main
+from bench.cli.main import main
 from bench.registry import METHODS
 
 HEAVY = {heavy!r}

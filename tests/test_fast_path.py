@@ -9,17 +9,17 @@ import numpy as np
 import pytest
 import torch
 
-import methods  # noqa: F401
-from bench.batching import Encoded, bucket_width, collate, padded_matrix, to_device
-from bench.compile import compile_encoder, repeated_blocks
-from bench.data import load_dataset
-from bench.encoders import build_encoder
+import bench.methods  # noqa: F401
+from bench.data.batching import Encoded, bucket_width, collate, padded_matrix, to_device
+from bench.training.compile import compile_encoder, repeated_blocks
+from bench.data.loading import load_dataset
+from bench.encoders.models import build_encoder
 from bench.registry import METHODS
 from bench.spec import TrainConfig
-from bench.syncs import HostSyncCounter
-from bench.trainer import Trainer, seed_everything
-from methods.base import PrepareContext
-from methods.views import TokenViews
+from bench.training.syncs import HostSyncCounter
+from bench.training.trainer import Trainer, seed_everything
+from bench.methods.base import PrepareContext
+from bench.methods.views import TokenViews
 from test_methods import wordnet_available
 
 

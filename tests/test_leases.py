@@ -1,6 +1,6 @@
 """Shard leases (issue "No silent wrong results"): two runners on one results folder train every shard once.
 
-Unit tests of bench.lease (claim, refusal, release by the owner only, stale by a dead process and by an old
+Unit tests of bench.results.lease (claim, refusal, release by the owner only, stale by a dead process and by an old
 heartbeat, racing take-overs), then real `bench run` processes: two runners started together on one sweep, a
 holder that stalls and is killed mid-training, a holder that stalls past the timeout and comes back, and
 --overwrite beside a live holder.
@@ -30,8 +30,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from bench import lease, store
-from bench.status import decide
+from bench.results import lease, store
+from bench.running.status import decide
 from conftest import FAST, FIXTURE, ROOT, LineServer, kill_group, launch_env, process_state
 IDENTITY = ["run_key", "method", "dataset", "encoder", "seed", "evaluator", "split", "metric", "label", "n"]
 LAUNCH_TIMEOUT = 180
@@ -51,11 +51,11 @@ def hooks():
     LEASE_TEST_STARTS=FILE  append "<run key> <pid>" to FILE whenever this process starts training a shard
     LEASE_TEST_SLOW=S       then sleep S seconds first (runners started together overlap)
     LEASE_TEST_SIGNAL=SIG   send this process SIGSIG (STOP) right after its first checkpoint.pt has landed
-    LEASE_TEST_TIMEOUT=S    bench.lease.TIMEOUT_SECONDS for this launch"""
-    import bench.shard
-    import bench.store
+    LEASE_TEST_TIMEOUT=S    bench.results.lease.TIMEOUT_SECONDS for this launch"""
+    import bench.running.shard
+    import bench.results.store
 
-    train, atomic_path = bench.shard.train_and_evaluate, bench.store.atomic_path
+    train, atomic_path = bench.running.shard.train_and_evaluate, bench.results.store.atomic_path
 
     def counted_train(spec, *args, **kwargs):
         if os.environ.get("LEASE_TEST_STARTS"):
@@ -71,13 +71,13 @@ def hooks():
         if path.name == "checkpoint.pt" and os.environ.get("LEASE_TEST_SIGNAL"):
             os.kill(os.getpid(), getattr(signal, "SIG" + os.environ.pop("LEASE_TEST_SIGNAL")))
 
-    bench.shard.train_and_evaluate, bench.store.atomic_path = counted_train, signalling_atomic_path
+    bench.running.shard.train_and_evaluate, bench.results.store.atomic_path = counted_train, signalling_atomic_path
 
 
 def serve():
     """Requests on stdin, one JSON line each: {"argv", "env", "log"} forks a `bench` run in its own session and
     prints its pid; {"wait": pid} prints that run's exit code (negative: killed by that signal)."""
-    import bench.cli, bench.lease, bench.runner, bench.summary  # noqa
+    import bench.cli.main, bench.results.lease, bench.running.runner, bench.reporting.summary  # noqa
     from transformers.models.bert import modeling_bert  # noqa
 
     hooks()
@@ -100,8 +100,8 @@ def serve():
                 os.environ.clear()
                 os.environ.update(request["env"])
                 if os.environ.get("LEASE_TEST_TIMEOUT"):
-                    bench.lease.TIMEOUT_SECONDS = float(os.environ["LEASE_TEST_TIMEOUT"])
-                code = bench.cli.main(request["argv"])
+                    bench.results.lease.TIMEOUT_SECONDS = float(os.environ["LEASE_TEST_TIMEOUT"])
+                code = bench.cli.main.main(request["argv"])
             except BaseException:
                 traceback.print_exc()
             finally:
@@ -119,7 +119,7 @@ if __name__ == "__main__":
 # without releasing: a holder that died).
 HOLDER = textwrap.dedent("""
     import os, sys
-    from bench import lease
+    from bench.results import lease
     held = lease.acquire(sys.argv[1])
     print(held.token, flush=True)
     sys.stdin.read()
@@ -385,7 +385,7 @@ def test_racing_take_overs_of_one_stale_lease_have_exactly_one_winner(tmp_path, 
     # separate processes (real pids), started together against one stale lease
     race = textwrap.dedent("""
         import sys, time
-        from bench import lease
+        from bench.results import lease
         while time.time() < float(sys.argv[2]):
             pass
         try:

@@ -13,7 +13,7 @@ import pytest
 import torch
 from torch import nn
 
-from methods.losses import (
+from bench.methods.losses import (
     PowerNorm,
     alignment_loss,
     clld_loss,

@@ -7,16 +7,16 @@ import numpy as np
 import pytest
 import torch
 
-from bench.batching import Encoded, collate
-from bench.data import load_dataset
-from bench.encoders import build_encoder
+from bench.data.batching import Encoded, collate
+from bench.data.loading import load_dataset
+from bench.encoders.models import build_encoder
 from bench.errors import BenchError
 from bench.registry import METHODS
-from bench.settings import method_config
+from bench.spec import method_config
 from bench.spec import TrainConfig
 from conftest import FAST, FIXTURE
-from methods.base import PrepareContext, Progress  # (importing `methods` registers every method module)
-from methods.clld import confused_pairs, static_ldm, target_ldm
+from bench.methods.base import PrepareContext, Progress  # (importing `methods` registers every method module)
+from bench.methods.clld import confused_pairs, static_ldm, target_ldm
 
 CFG = TrainConfig(max_length=32)
 BUILT_IN = ["ce", "cl", "clld-static", "clld-adaptive", "supcon", "lcl", "cline", "dcl"]
@@ -25,7 +25,7 @@ KNOBS = {"clld-static": {"pairs": (("food", "sport"),)}}
 
 
 def wordnet_available():
-    from bench.wordnet import load_wordnet
+    from bench.data.wordnet import load_wordnet
 
     try:
         load_wordnet()
@@ -123,7 +123,7 @@ def test_lcl_shared_head_has_no_second_encoder(tmp_path):
 # ----------------------------------------------------------------------------------------------- CLLD LDMs
 
 def test_static_ldm_from_pairs():
-    from methods.clld import StaticConfig
+    from bench.methods.clld import StaticConfig
 
     ldm = static_ldm(StaticConfig(pairs=(("food", "weather"),), boost=3.0), ["food", "sport", "weather"], None)
     assert ldm.tolist() == [[5, 5, 15], [5, 5, 5], [15, 5, 5]]
@@ -132,7 +132,7 @@ def test_static_ldm_from_pairs():
 
 
 def test_static_ldm_from_matrix_file(tmp_path):
-    from methods.clld import StaticConfig
+    from bench.methods.clld import StaticConfig
 
     (tmp_path / "m.csv").write_text(",a,b\na,1,2\nb,2,1\n")
     assert static_ldm(StaticConfig(tau=2.0, matrix=str(tmp_path / "m.csv")), ["a", "b"], None).tolist() == \
@@ -143,7 +143,7 @@ def test_static_ldm_from_matrix_file(tmp_path):
 
 
 def test_static_ldm_from_a_finished_run(tmp_path):
-    from methods.clld import StaticConfig
+    from bench.methods.clld import StaticConfig
 
     run = tmp_path / "ce_run"
     run.mkdir()
@@ -164,7 +164,7 @@ def test_static_ldm_from_a_finished_run(tmp_path):
 
 
 def test_static_needs_exactly_one_source():
-    from methods.clld import StaticConfig
+    from bench.methods.clld import StaticConfig
 
     with pytest.raises(BenchError, match="exactly one LDM source"):
         StaticConfig()
@@ -324,13 +324,13 @@ def test_static_ldm_from_a_missing_sibling_fails_the_shard(cli, tiny, results):
 
 @pytest.mark.parametrize("name,extra", [("cline", []), ("dcl", []), ("lcl", ["--set", "lcl.views=synonym"])])
 def test_missing_wordnet_fails_before_any_shard(name, extra, cli, tiny, results, monkeypatch):
-    import bench.wordnet
+    import bench.data.wordnet
 
     def missing():
         raise BenchError("WordNet not found: apt-get install wordnet-base wordnet-sense-index "
                          "or python -m nltk.downloader wordnet")
 
-    monkeypatch.setattr(bench.wordnet, "load_wordnet", missing)
+    monkeypatch.setattr(bench.data.wordnet, "load_wordnet", missing)
     code, _, err = cli("run", "--datasets", tiny, "--methods", name, *FAST, *extra)
     assert code == 2 and "apt-get install wordnet-base wordnet-sense-index" in err
     assert not results.exists() or not list(results.glob("*/rows.json"))

@@ -12,12 +12,12 @@ import torch
 
 from bench import perf
 from bench.perf import common as perf_common
-from bench.batching import Encoded, collate
-from bench.encoders import build_encoder
+from bench.data.batching import Encoded, collate
+from bench.encoders.models import build_encoder
 from bench.errors import BenchError
 from bench.perf import gemm_tflops, main as perf_main, peak_tflops, throughput, training_flops
 from bench.spec import RunSpec, TrainConfig
-from bench.walltime import makespan, shard_cost
+from bench.running.walltime import makespan, shard_cost
 
 
 def test_training_flops_counts_weights_and_attention():
@@ -196,7 +196,7 @@ def test_the_old_collate_pads_like_the_new_one_at_the_exact_width():
 
 
 def test_short_texts_compares_the_old_loop_with_the_new_on_the_same_sequences(tiny, capsys, monkeypatch):
-    from bench.trainer import Trainer
+    from bench.training.trainer import Trainer
 
     asked, real_optimizer = [], Trainer.optimizer
 
@@ -326,7 +326,7 @@ def test_slurm_benchmark_says_why_it_cannot_run_without_a_cluster(tmp_path, monk
 
 
 def test_the_slow_dataset_is_balanced_and_loads(tmp_path):
-    from bench.data import load_dataset
+    from bench.data.loading import load_dataset
     from bench.perf.slurm import slow_dataset
 
     data = load_dataset(str(slow_dataset(tmp_path / "slow", 90, 27)), None, 0, 0.1)

@@ -10,9 +10,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from bench import plots, store
+from bench.reporting import plots
+
+from bench.results import store
 from bench.errors import BenchError
-from bench.plot_cli import add_plot_parser, cmd_plot
+from bench.cli.plot import add_plot_parser, cmd_plot
 
 LABELS = ["alpha", "beta", "gamma"]
 ACCURACY = {"ce": [0.80, 0.84, 0.90], "clld-adaptive": [0.86, 0.88]}

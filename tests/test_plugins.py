@@ -18,7 +18,7 @@ MY_METHOD = '''"""mymethod: cross-entropy with label smoothing (a method added a
 import torch.nn.functional as F
 
 from bench.registry import METHODS
-from methods.base import Method
+from bench.methods.base import Method
 
 
 @METHODS.register("mymethod")
@@ -58,7 +58,8 @@ def test_a_new_method_file_is_all_it_takes(tmp_path):
     """methods/mymethod.py in a copy of the project: listed, runnable, in the report, with no other edit."""
     tree = tmp_path / "tree"
     for name in ("bench", "methods", "datasets"):
-        shutil.copytree(ROOT / name, tree / name, ignore=shutil.ignore_patterns("__pycache__"))
+        shutil.copytree(ROOT / name, tree / name, ignore=shutil.ignore_patterns("__pycache__"),
+                        symlinks=True)  # bench/methods stays a link to the copy's methods/
     (tree / "methods" / "mymethod.py").write_text(MY_METHOD)
     listed = bench("list", "methods", cwd=tree, pythonpath=str(tree))
     assert listed.returncode == 0 and "mymethod" in listed.stdout, listed.stderr

@@ -46,9 +46,9 @@ def test_no_suggestion_for_distant_names():
 
 
 def test_project_registries_are_populated():
-    import bench.data  # noqa: F401  (registers cards)
-    import bench.encoders  # noqa: F401
-    import methods  # noqa: F401
+    import bench.data.loading  # noqa: F401  (registers cards)
+    import bench.encoders.models  # noqa: F401
+    import bench.methods  # noqa: F401
 
     assert "ce" in METHODS
     for name in ["20ng", "r8", "r52", "mr", "trec", "sst2", "sst5", "imdb", "ag_news", "demo"]:

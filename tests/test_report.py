@@ -11,10 +11,12 @@ import pandas as pd
 import pytest
 from statsmodels.stats.contingency_tables import mcnemar
 
-from bench import render, stats, store, tables
+from bench.reporting import render, stats, tables
+
+from bench.results import store
 from bench.errors import BenchError
-from bench.report_cli import add_report_parser, add_results_parser, cmd_report, cmd_results
-from bench.resultsview import apply_filters, load_results, mix_warnings
+from bench.cli.report import add_report_parser, add_results_parser, cmd_report, cmd_results
+from bench.reporting.resultsview import apply_filters, load_results, mix_warnings
 
 N_ITEMS = 20
 LABELS = ("negative", "positive")
@@ -389,7 +391,7 @@ def test_report_paths_and_atomic_write(small, tmp_path):
 
 @pytest.fixture
 def bench(capsys):
-    """Run `results` / `report` through the argparse wiring of bench.report_cli; (code, stdout, stderr)."""
+    """Run `results` / `report` through the argparse wiring of bench.cli.report; (code, stdout, stderr)."""
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--debug", action="store_true")
     parser = argparse.ArgumentParser(prog="bench", parents=[common])
@@ -464,7 +466,7 @@ def test_mix_warnings_name_method_versions_old_rows_being_version_1(folder):
 
 
 def test_mix_warnings_shorten_commits_and_long_lists():
-    from bench.resultsview import short_value
+    from bench.reporting.resultsview import short_value
 
     commit = "3a2a51ef1b63a2b2d3bc775849386b8b4de2cf13"
     assert short_value(commit) == "3a2a51ef1b" and short_value(commit + "+dirty") == "3a2a51ef1b+dirty"

@@ -5,9 +5,10 @@ import pytest
 
 from bench.errors import BenchError
 from bench.registry import METHODS
-from bench.settings import load_config_file, method_config, parse_assignment, split_settings
+from bench.cli.settings import load_config_file, parse_assignment, split_settings
+from bench.spec import method_config
 from conftest import FAST
-from methods.ce import CrossEntropy
+from bench.methods.ce import CrossEntropy
 
 
 @dataclass(frozen=True)
@@ -99,7 +100,7 @@ def test_cli_bad_set_is_one_line(cli, tiny):
 def test_shipped_config_files_are_valid():
     from pathlib import Path
 
-    from bench.cli import seed_list
+    from bench.cli.main import seed_list
 
     for path in sorted((Path(__file__).resolve().parent.parent / "configs").glob("*.yaml")):
         run, settings = load_config_file(str(path))

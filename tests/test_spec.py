@@ -59,8 +59,8 @@ def test_method_version_one_keeps_old_keys_and_a_new_version_gets_its_own():
 
 def test_run_spec_is_stamped_with_the_method_version(monkeypatch):
     from bench.registry import METHODS
-    from bench.runner import run_spec
-    from bench.settings import method_config
+    from bench.running.runner import run_spec
+    from bench.spec import method_config
 
     data = type("Data", (), {"name": "mr", "fingerprint": "abc123"})()
     spec = run_spec("clld-adaptive", data, "minilm", 1, TrainConfig(), method_config("clld-adaptive", {}))

@@ -18,7 +18,7 @@ from bench.attack.recipe import attack_pairs, build_attack
 from bench.attack.search import AttackConfig, TextFoolerAttack, summarise, word_importance
 from bench.attack.similarity import window_bounds
 from bench.attack.wordvectors import WordVectors, load_word_vectors, read_vectors_file
-from bench.data import Split, TextData
+from bench.data.loading import Split, TextData
 from bench.errors import BenchError, SkipEvaluator
 from bench.evaluators import textfooler as textfooler_module
 from bench.evaluators.base import EvalContext, EvalOptions
@@ -177,7 +177,7 @@ def test_part_of_speech_mismatch_is_rejected():
 
 
 def test_part_of_speech_with_wordnet_tags():
-    from bench.wordnet import load_wordnet
+    from bench.data.wordnet import load_wordnet
 
     try:
         load_wordnet()
@@ -203,7 +203,7 @@ def test_antonyms_are_not_substitutes():
     assert (results[0].status, results[0].adversarial_text) == ("success", "a bad film")
     results, _ = attack_pairs(model, pairs, attack(antonyms=lambda word: {"good": {"bad"}}.get(word, ())))
     assert results[0].status == "failed" and results[0].adversarial_text == "a good film"
-    from bench.wordnet import load_wordnet
+    from bench.data.wordnet import load_wordnet
 
     try:
         load_wordnet()

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from bench.encoders import build_encoder
+from bench.encoders.models import build_encoder
 from bench.spec import TrainConfig
-from bench.token_cache import cache_key, tokenize_cached
+from bench.training.token_cache import cache_key, tokenize_cached
 
 TEXTS = ["the team won", "fresh bread and soup", "a"]
 

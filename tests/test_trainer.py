@@ -2,15 +2,15 @@ import numpy as np
 import pytest
 import torch
 
-from bench.batching import Encoded
-from bench.data import load_dataset
-from bench.encoders import build_encoder
+from bench.data.batching import Encoded
+from bench.data.loading import load_dataset
+from bench.encoders.models import build_encoder
 from bench.errors import BenchError
 from bench.registry import METHODS
 from bench.spec import TrainConfig
-from bench.trainer import Trainer, linear_schedule, seed_everything
+from bench.training.trainer import Trainer, linear_schedule, seed_everything
 from conftest import FIXTURE
-from methods.base import Method
+from bench.methods.base import Method
 
 CFG = TrainConfig(epochs=3, lr=1e-3, batch_size=8, max_length=32, patience=5)
 

@@ -10,9 +10,9 @@ from typing import Any
 
 import numpy as np
 
-from bench import store
+from bench.results import store
 from bench.attack.search import AttackResult
-from bench.data import find_named, find_split_file, fixed_sample, read_rows, rows_to_columns
+from bench.data.loading import find_named, find_split_file, fixed_sample, read_rows, rows_to_columns
 from bench.errors import BenchError
 
 ADVERSARIAL_FILE = store.ADVERSARIAL

@@ -1,6 +1,6 @@
 """The part-of-speech constraint: a substitute must have exactly the replaced word's coarse tag.
 
-Tags come from `bench.augment.pos_tags` (NOUN, VERB, ADJ, ADV, OTHER). With its WordNet fallback a tag does not
+Tags come from `bench.data.augment.pos_tags` (NOUN, VERB, ADJ, ADV, OTHER). With its WordNet fallback a tag does not
 depend on context, so tags are cached per word; with a spaCy model (context-dependent) the substitute is
 tagged in place, inside a window of CONTEXT words either side. OTHER (words WordNet does not know) only
 matches OTHER. The paper's relaxation that lets nouns and verbs stand for each other is not applied.
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from bench import augment
+from bench.data import augment
 
 CONTEXT = 4  # words either side given to a contextual tagger
 
@@ -18,7 +18,7 @@ Tagger = Callable[[Sequence[str]], list[str]]
 
 
 class PartOfSpeech:
-    """Same-tag check for substitutes; `tagger(tokens) -> tags` defaults to bench.augment.pos_tags."""
+    """Same-tag check for substitutes; `tagger(tokens) -> tags` defaults to bench.data.augment.pos_tags."""
 
     def __init__(self, tagger: Tagger | None = None, contextual: bool | None = None, name: str | None = None):
         self.tagger = tagger or augment.pos_tags

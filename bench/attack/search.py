@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from bench import augment
+from bench.data import augment
 from bench.attack.pos import PartOfSpeech
 from bench.attack.similarity import SIM_KIND, SentenceEncoder, window_similarities
 from bench.attack.wordvectors import WordVectors

@@ -16,7 +16,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from bench.data import TextData
+from bench.data.loading import TextData
 
 
 @dataclass(frozen=True)
@@ -77,7 +77,7 @@ class EvalContext:
 
     classifier: Classifier
     data: TextData
-    run_dir: Path                      # artefacts of this run (write with bench.store helpers)
+    run_dir: Path                      # artefacts of this run (write with bench.results.store helpers)
     cache_dir: Path                    # shared across runs of a results folder (e.g. transfer attack sets)
     seed: int
     options: EvalOptions = field(default_factory=EvalOptions)

@@ -48,13 +48,13 @@ from typing import Any, Callable, Iterable
 
 import numpy as np
 
-from bench.data import FIXED_SAMPLE_SEED, Split, TextData, fixed_sample, numbered_json_lines
+from bench.data.loading import FIXED_SAMPLE_SEED, Split, TextData, fixed_sample, numbered_json_lines
 from bench.errors import BenchError
 from bench.evaluators import lexicons, perturb
 from bench.evaluators.base import Classifier, EvalContext, EvalOptions, Evaluator
 from bench.registry import EVALUATORS
-from bench import store
-from bench.store import write_json, write_jsonl_gz
+from bench.results import store
+from bench.results.store import write_json, write_jsonl_gz
 
 log = logging.getLogger(__name__)
 
@@ -326,7 +326,7 @@ def write_suite(path: Path, cases: Iterable[Case]) -> None:
     if str(path).endswith(".gz"):
         write_jsonl_gz(Path(path), [c.to_json() for c in cases])
         return
-    from bench.store import atomic_path
+    from bench.results.store import atomic_path
 
     with atomic_path(Path(path)) as tmp:
         tmp.write_text("".join(json.dumps(c.to_json(), ensure_ascii=False) + "\n" for c in cases),

@@ -8,8 +8,8 @@ from typing import Any
 
 import numpy as np
 
-from bench import store
-from bench.data import TextData, find_named, find_split_file, read_rows
+from bench.results import store
+from bench.data.loading import TextData, find_named, find_split_file, read_rows
 from bench.errors import BenchError, SkipEvaluator
 from bench.evaluators.base import EvalContext, EvalOptions, Evaluator
 from bench.registry import DATASETS, EVALUATORS

@@ -9,12 +9,12 @@ from typing import Any
 import numpy as np
 import torch
 
-from bench import store
-from bench.batching import Encoded, collate, in_input_order, sorted_batches, to_device
-from bench.encoders import EncoderBundle
+from bench.results import store
+from bench.data.batching import Encoded, collate, in_input_order, sorted_batches, to_device
+from bench.encoders.models import EncoderBundle
 from bench.errors import BenchError
 from bench.evaluators.base import Classifier
-from bench.metrics import softmax
+from bench.evaluators.metrics import softmax
 
 MODEL_FILE = store.MODEL
 MODEL_PARTS = ("encoder.", "head.")  # what prediction needs; method-only modules (projectors, targets) are left out
@@ -77,7 +77,7 @@ class ModelClassifier(Classifier):
 
 def save_model(method: torch.nn.Module, path: Path) -> None:
     """Store the weights prediction needs (encoder and head) atomically."""
-    from bench.store import atomic_torch_save
+    from bench.results.store import atomic_torch_save
 
     state = {k: v.detach().cpu() for k, v in method.state_dict().items() if k.startswith(MODEL_PARTS)}
     atomic_torch_save(state, path)

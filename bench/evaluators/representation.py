@@ -7,8 +7,8 @@ from typing import Any
 
 import numpy as np
 
-from bench import store
-from bench.data import fixed_sample
+from bench.results import store
+from bench.data.loading import fixed_sample
 from bench.evaluators.base import EvalContext, EvalOptions, Evaluator
 from bench.registry import EVALUATORS
 

@@ -15,14 +15,14 @@ from typing import Any
 
 import numpy as np
 
-from bench import store
+from bench.results import store
 from bench.attack import examples, textattack_backend
 from bench.attack.pos import Tagger
 from bench.attack.recipe import WORDNET_HINT, build_attack, check_wordnet
 from bench.attack.search import AttackConfig, summarise
 from bench.attack.similarity import MINILM_HINT, SentenceEncoder
 from bench.attack.wordvectors import GLOVE_HINT, WordVectors, glove_installed
-from bench.data import TextData
+from bench.data.loading import TextData
 from bench.errors import BenchError, SkipEvaluator
 from bench.evaluators.base import EvalContext, EvalOptions, Evaluator
 from bench.registry import EVALUATORS

@@ -16,7 +16,7 @@ One module per job:
     estimate     estimate: a sweep's expected wall time from a measured or assumed rate
     slurm        slurm: submission time and requeue overhead on a real cluster (and the real-cluster tests' helpers)
 
-The names of those modules (and `training_flops` of bench.walltime) are importable from `bench.perf` itself; they
+The names of those modules (and `training_flops` of bench.running.walltime) are importable from `bench.perf` itself; they
 are imported on first use, so `import bench.perf` loads neither a benchmark nor torch.
 """
 
@@ -43,7 +43,7 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
     "bench.perf.estimate": ("run_estimate",),
     "bench.perf.slurm": ("slurm_bench", "slow_dataset", "cluster_problem", "hurry_requeued", "task_spans",
                          "restarts"),
-    "bench.walltime": ("training_flops", "INHERENT_PASSES"),
+    "bench.running.walltime": ("training_flops", "INHERENT_PASSES"),
 }
 _HOME = {name: module for module, names in _EXPORTS.items() for name in names}
 

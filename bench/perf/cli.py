@@ -41,7 +41,7 @@ from bench.perf.loops import methods_step, overhead, padding
 from bench.perf.mfu import report, throughput
 from bench.perf.slurm import slurm_bench
 from bench.registry import METHODS
-from bench.walltime import INHERENT_PASSES
+from bench.running.walltime import INHERENT_PASSES
 
 
 PROG = "python -m bench.perf"

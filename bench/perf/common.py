@@ -22,15 +22,15 @@ from typing import Any, Callable, NamedTuple
 
 import torch
 
-import methods  # noqa: F401  (registers the methods in bench.registry.METHODS)
-from bench.batching import Encoded, auto_bucket
-from bench.compile import compile_encoder
-from bench.data import TextData, load_dataset
-from bench.encoders import EncoderBundle, build_encoder
+import bench.methods  # noqa: F401  (registers the methods in bench.registry.METHODS)
+from bench.data.batching import Encoded, auto_bucket
+from bench.training.compile import compile_encoder
+from bench.data.loading import TextData, load_dataset
+from bench.encoders.models import EncoderBundle, build_encoder
 from bench.registry import METHODS
 from bench.spec import TrainConfig
-from bench.trainer import Trainer, seed_everything
-from methods.base import Method, PrepareContext
+from bench.training.trainer import Trainer, seed_everything
+from bench.methods.base import Method, PrepareContext
 
 
 def say(args: argparse.Namespace, text: str) -> None:
@@ -66,7 +66,7 @@ def build_method(name: str, bundle: EncoderBundle, data: TextData, texts: list[s
                  max_width: int) -> Method:
     """Method `name` with its default knobs (clld-static: the first two labels as its confusable pair) on the
     encoder, prepared as a shard prepares it (augmented views padded like the Trainer's batches)."""
-    from bench.settings import method_config
+    from bench.spec import method_config
 
     knobs = {"clld-static": {"pairs": ((data.label_names[0], data.label_names[1]),)}}
     cls = METHODS.get(name)

@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from bench.batching import auto_bucket, length_grouped_batches
+from bench.data.batching import auto_bucket, length_grouped_batches
 from bench.perf.common import device_name, one_line, prepare, rotated, round_line, say, sync, unique_graphs
 
 

@@ -51,14 +51,14 @@ def shard_worker(args: argparse.Namespace, rank: int, threads: int, barrier: Any
 
 def launch_shards(args: argparse.Namespace, k: int) -> list[dict]:
     """Run K `shard_worker` processes at once; their reports (BenchError if one fails or dies)."""
-    from bench.runner import cpu_count
+    from bench.running.runner import cpu_count
 
     if "forkserver" in multiprocessing.get_all_start_methods():
         # a fresh server process imports the libraries once and forks each worker from there (no CUDA state to
         # inherit); each worker imports this module itself (cheap once those are loaded) to find `shard_worker`
         context = multiprocessing.get_context("forkserver")
-        context.set_forkserver_preload(["methods", "bench.batching", "bench.compile", "bench.data", "bench.encoders",
-                                        "bench.trainer", "bench.walltime"])
+        context.set_forkserver_preload(["bench.methods", "bench.data.batching", "bench.training.compile", "bench.data.loading", "bench.encoders.models",
+                                        "bench.training.trainer", "bench.running.walltime"])
     else:
         context = multiprocessing.get_context("spawn")
     barrier, results = context.Barrier(k), context.Queue()

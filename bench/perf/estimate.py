@@ -12,7 +12,7 @@ from typing import Any
 
 from bench.errors import BenchError
 from bench.perf.common import PEAK_BF16_TFLOPS
-from bench.walltime import format_hours, makespan, measured_epoch_seconds, shard_cost, split_flops
+from bench.running.walltime import format_hours, makespan, measured_epoch_seconds, shard_cost, split_flops
 
 
 def run_estimate(args: argparse.Namespace) -> dict:
@@ -41,12 +41,12 @@ def estimate(config: str | None, data_dir: str | None, achieved_tflops: float, d
     bert-base-random for bert-base-uncased when the Hub is unreachable); `epochs` replaces the configured
     maximum (e.g. the epoch early stopping is expected at); `results_dir` adds measured epoch times of
     finished runs with the same keys; `shard_overhead_s` is added per shard (loading, evaluation)."""
-    from bench.cli import build_parser, run_options
-    from bench.encoders import build_encoder
-    from bench.data import load_dataset
+    from bench.cli.main import build_parser, run_options
+    from bench.encoders.models import build_encoder
+    from bench.data.loading import load_dataset
     from bench.registry import METHODS
-    from bench.runner import run_spec, train_config
-    from bench.settings import method_config
+    from bench.running.runner import run_spec, train_config
+    from bench.spec import method_config
 
     if achieved_tflops <= 0:
         raise BenchError("give the achieved rate: --tflops X, or --peak-tflops P with --mfu M (both > 0)")

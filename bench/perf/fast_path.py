@@ -15,11 +15,11 @@ from typing import Any, Callable
 import numpy as np
 import torch
 
-from bench.batching import Encoded, length_grouped_batches
+from bench.data.batching import Encoded, length_grouped_batches
 from bench.perf.common import (constant_schedule, device_name, prepare, rotated, round_line, say, sync,
                                trainer_epoch, unique_graphs)
-from bench.trainer import Trainer
-from methods.base import Progress
+from bench.training.trainer import Trainer
+from bench.methods.base import Progress
 
 
 def old_collate(data: Encoded, index: np.ndarray, pad_id: int, min_length: int = 1) -> dict[str, torch.Tensor]:

@@ -11,10 +11,10 @@ import tempfile
 
 import torch
 
-from bench.batching import Encoded
+from bench.data.batching import Encoded
 from bench.errors import BenchError
 from bench.perf.common import constant_schedule, prepare, rotated, round_line, say, summarise, timed, trainer_epoch
-from bench.trainer import Trainer
+from bench.training.trainer import Trainer
 
 
 def hf_trainer_epoch(trainer: Trainer, data: Encoded, args: argparse.Namespace, folder: str) -> float:

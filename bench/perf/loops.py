@@ -3,7 +3,7 @@ epoch (schedule, clipping, hooks, logging) against the shortest correct loop (fo
 AdamW) on identical length-grouped batches. `padding` times length-grouped and random batches, both dynamically
 padded, against random batches padded to --max-length. `methods` times one optimiser step of every method on one
 identical batch against ce's step, and sets each ratio beside the encoder passes the method inherently needs
-(`bench.walltime.INHERENT_PASSES`) and the padded tokens its encoders see."""
+(`bench.running.walltime.INHERENT_PASSES`) and the padded tokens its encoders see."""
 
 from __future__ import annotations
 
@@ -15,16 +15,16 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from bench.batching import Encoded, auto_bucket, collate, length_grouped_batches, random_batches
-from bench.compile import compile_encoder
-from bench.data import load_dataset
-from bench.encoders import build_encoder
+from bench.data.batching import Encoded, auto_bucket, collate, length_grouped_batches, random_batches
+from bench.training.compile import compile_encoder
+from bench.data.loading import load_dataset
+from bench.encoders.models import build_encoder
 from bench.perf.common import (build_method, constant_schedule, prepare, rotated, round_line, say, summarise, sync,
                                timed, trainer_epoch)
 from bench.registry import METHODS
 from bench.spec import TrainConfig
-from bench.trainer import Trainer, seed_everything
-from bench.walltime import INHERENT_PASSES
+from bench.training.trainer import Trainer, seed_everything
+from bench.running.walltime import INHERENT_PASSES
 
 
 def minimal_loop(trainer: Trainer, data: Encoded, batches: list[np.ndarray], optimizer: torch.optim.Optimizer,
@@ -142,7 +142,7 @@ def methods_step(args: argparse.Namespace) -> dict:
 def encoder_work(trainer: Trainer, batch: dict[str, torch.Tensor]) -> float:
     """Padded tokens one training step feeds through encoders: with-gradient passes count 1, no-gradient
     passes (a momentum target) 1/3 (a forward is about a third of forward + backward)."""
-    from bench.encoders import TextEncoder
+    from bench.encoders.models import TextEncoder
 
     seen: list[float] = []
 

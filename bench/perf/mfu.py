@@ -1,5 +1,5 @@
 """`throughput` and `report`: absolute training speed. `throughput` measures the sequences/s, achieved TFLOP/s
-(the model FLOPs of `bench.walltime.training_flops`) and MFU of ce and clld-adaptive with the Trainer's real epoch
+(the model FLOPs of `bench.running.walltime.training_flops`) and MFU of ce and clld-adaptive with the Trainer's real epoch
 loop, against the device's vendor bf16 peak (a GPU of the table, or --peak-tflops) and against the rate of a large
 matrix product on the same device (`gemm_tflops`, the reference where no vendor peak applies, a CPU); for ce also
 the host synchronisations per step. `report` runs `throughput` and `hf-trainer` at each of --batch-sizes and says
@@ -16,12 +16,12 @@ from typing import Any
 
 import torch
 
-from bench.batching import Encoded
+from bench.data.batching import Encoded
 from bench.perf.common import (constant_schedule, device_name, one_line, peak_tflops, prepare, round_line, say,
                                sync, trainer_epoch)
 from bench.perf.hf_baseline import hf_trainer
-from bench.trainer import Trainer, autocast_dtype
-from bench.walltime import training_flops
+from bench.training.trainer import Trainer, autocast_dtype
+from bench.running.walltime import training_flops
 
 
 def throughput(args: argparse.Namespace) -> dict:
@@ -71,9 +71,9 @@ def throughput(args: argparse.Namespace) -> dict:
 
 def host_syncs(trainer: Trainer, data: Encoded, epoch: int) -> dict:
     """Host synchronisations per step of one more (untimed) epoch of the real Trainer, counted by
-    bench.syncs.HostSyncCounter, with the fused AdamW a GPU uses (the CPU's default AdamW reads its step
+    bench.training.syncs.HostSyncCounter, with the fused AdamW a GPU uses (the CPU's default AdamW reads its step
     counts on the host). Short epochs count the end-of-epoch loss reads over few steps."""
-    from bench.syncs import HostSyncCounter
+    from bench.training.syncs import HostSyncCounter
 
     steps = math.ceil(len(data) / trainer.cfg.batch_size)
     try:

@@ -22,9 +22,9 @@ import time
 from datetime import datetime
 from pathlib import Path
 
-from bench import store
+from bench.results import store
 from bench.errors import BenchError
-from bench.lease import LEASE
+from bench.results.lease import LEASE
 
 SENTENCES = {  # three labels, as the tiny test fixture; `slow_dataset` varies them with a numbered word
     "sport": ["the team won the match again", "a late goal decided the final", "the coach praised the players"],

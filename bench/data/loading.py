@@ -1,0 +1,496 @@
+"""Loading text-classification data from local folders, user files, the Hugging Face Hub or a generator,
+checking it, and carving a stratified validation split where a dataset has none."""
+
+from __future__ import annotations
+
+import difflib
+import gzip
+import hashlib
+import importlib
+import io
+import json
+import logging
+import numbers
+import os
+import zlib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable, Iterator
+
+import numpy as np
+
+from bench.data.cards import Card
+from bench.errors import BenchError
+from bench.hub import hub_reachable
+from bench.registry import DATASETS
+
+log = logging.getLogger(__name__)
+
+SPLITS = ("train", "validation", "test")
+SUFFIXES = (".jsonl", ".jsonl.gz", ".json", ".json.gz", ".csv", ".tsv")
+
+
+@dataclass
+class Split:
+    """One split: parallel lists of example ids, texts and integer labels."""
+
+    ids: list[str]
+    texts: list[str]
+    labels: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.texts)
+
+    def subset(self, index: Iterable[int]) -> "Split":
+        """The examples at the given positions, in that order."""
+        index = list(index)
+        return Split([self.ids[i] for i in index], [self.texts[i] for i in index], self.labels[index])
+
+
+@dataclass
+class TextData:
+    """A loaded, checked dataset with train, validation and test splits."""
+
+    name: str
+    label_names: list[str]
+    train: Split
+    validation: Split
+    test: Split
+    source: str
+    validation_source: str
+    fingerprint: str
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def num_labels(self) -> int:
+        return len(self.label_names)
+
+    def require_fingerprint(self, expected: str, since: str, fix: str) -> None:
+        """A BenchError when this is not the data whose fingerprint is `expected` (`since`: e.g. "run X")."""
+        if self.fingerprint != expected:
+            raise BenchError(f"the data of {self.name} changed since {since} (fingerprint {self.fingerprint} != "
+                             f"{expected}); {fix}")
+
+    def describe(self) -> dict[str, Any]:
+        """Sizes and origin, for the run record."""
+        return {
+            "name": self.name,
+            "source": self.source,
+            "fingerprint": self.fingerprint,
+            "label_names": self.label_names,
+            "sizes": {s: len(getattr(self, s)) for s in SPLITS},
+            "validation_source": self.validation_source,
+            "warnings": self.warnings,
+        }
+
+
+# ----------------------------------------------------------------------------------------------- raw rows
+
+GZIP_MAGIC = b"\x1f\x8b"  # the first two bytes of every gzip file
+LABEL_TYPES = "a string, an integer or a boolean"  # what one row's label may be (1.0 counts as the integer 1)
+
+
+def one_line(exc: BaseException) -> str:
+    """An exception's message on one line (the CLI prints every error as one line)."""
+    return " ".join(str(exc).split()) or exc.__class__.__name__
+
+
+def read_text(path: Path) -> str:
+    """The text of a UTF-8 file, gunzipped when its name ends in .gz. A file that is not what its name says (a
+    .gz that is not gzip, gzip without .gz, not UTF-8) raises a BenchError saying what it should be and how to
+    fix it; a UTF-8 byte-order mark is dropped."""
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise BenchError(f"cannot read {path}: {exc.strerror or one_line(exc)}") from exc
+    if path.name.lower().endswith(".gz"):
+        if not data.startswith(GZIP_MAGIC):
+            raise BenchError(f"{path} is not gzip-compressed: expected gzip (its name ends in .gz); rename it to "
+                             f"{path.name[:-3]} if it is plain text")
+        try:
+            data = gzip.decompress(data)
+        except (OSError, EOFError, zlib.error) as exc:
+            raise BenchError(f"{path} is a damaged gzip file ({one_line(exc)}); re-create or re-download "
+                             "it") from exc
+    elif data.startswith(GZIP_MAGIC):
+        raise BenchError(f"{path} is gzip-compressed but its name does not end in .gz; rename it to "
+                         f"{path.name}.gz")
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line = data[:exc.start].count(b"\n") + 1
+        hint = " (it looks like UTF-16)" if data[:2] in (b"\xff\xfe", b"\xfe\xff") else ""
+        raise BenchError(f"{path} is not UTF-8 text: byte 0x{data[exc.start]:02x} on line {line} is not valid "
+                         f"UTF-8{hint}; re-save it as UTF-8") from exc
+
+
+def numbered_json_lines(path: Path) -> Iterator[tuple[int, Any]]:
+    """(line number, parsed value) for every non-blank line of a JSON Lines file (optionally gzipped); a line
+    that is not JSON, or a file that is not (gzipped) UTF-8 text, raises a BenchError naming it."""
+    for number, line in enumerate(io.StringIO(read_text(path), newline=None), start=1):
+        if not line.strip():
+            continue
+        try:
+            yield number, json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise BenchError(f"malformed JSON on line {number} of {path}: {exc.msg}; "
+                             "each line must be one JSON object") from exc
+
+
+def read_rows(path: Path) -> list[dict[str, Any]]:
+    """Rows of a JSON Lines (optionally gzipped), CSV or TSV file, as dicts."""
+    name = path.name.lower()
+    if name.endswith((".csv", ".tsv")):
+        import pandas as pd
+
+        text = read_text(path)
+        if not text.strip():
+            raise BenchError(f"{path} is empty; it needs a header line naming the columns (e.g. text,label) "
+                             "and one row per example")
+        try:
+            frame = pd.read_csv(io.StringIO(text), sep="\t" if name.endswith(".tsv") else ",", dtype=str,
+                                keep_default_na=False)
+        except (ValueError, pd.errors.ParserError) as exc:
+            raise BenchError(f"cannot parse {path} as {'TSV' if name.endswith('.tsv') else 'CSV'}: "
+                             f"{one_line(exc)}") from exc
+        return frame.to_dict(orient="records")
+    rows = []
+    for number, row in numbered_json_lines(path):
+        if not isinstance(row, dict):
+            raise BenchError(f"line {number} of {path} is not a JSON object; "
+                             'each line must look like {"text": ..., "label": ...}')
+        rows.append(row)
+    return rows
+
+
+def find_split_file(folder: Path, split: str) -> Path | None:
+    """The file holding `split` in `folder` (train.jsonl.gz, test.csv, ...), or None."""
+    for suffix in SUFFIXES:
+        candidate = folder / f"{split}{suffix}"
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def require_fields(rows: list[dict[str, Any]], fields: tuple[str, ...], where: str) -> None:
+    """A BenchError when no row has one of `fields`: it names the field and lists the columns (CSV/TSV) or
+    keys (JSON) that are there."""
+    tabular = where.lower().endswith((".csv", ".tsv"))
+    found = list(dict.fromkeys(str(key) for row in rows[:1000] for key in row))
+    for name in fields:
+        if rows and not any(name in row for row in rows):
+            close = difflib.get_close_matches(name, found, n=1, cutoff=0.6)
+            hint = f" (is it {close[0]!r}?)" if close else ""
+            listed = ", ".join(repr(k) for k in found[:20]) or "none"
+            if tabular:
+                raise BenchError(f"{where} has no {name!r} column; columns found: {listed}{hint}; rename the "
+                                 f"column that holds the {name} to {name!r}")
+            raise BenchError(f"no row of {where} has a {name!r} key; keys found: {listed}{hint}; rename the key "
+                             f"that holds the {name} to {name!r}")
+
+
+def kind_of(value: Any) -> str:
+    """How a JSON value that cannot be a label or text is described to the user."""
+    if isinstance(value, (list, tuple)):
+        return "a list"
+    if isinstance(value, dict):
+        return "an object (dict)"
+    if isinstance(value, (bool, np.bool_)):
+        return "a boolean"
+    if isinstance(value, float):
+        return "a number with a fraction"
+    return f"a {type(value).__name__}"
+
+
+def label_string(value: Any, number: int, where: str, label_field: str) -> str:
+    """One row's label as a string: strings are stripped, integers (and whole floats such as 1.0) written as
+    integers, booleans as True/False; anything else raises a BenchError naming the file, row and value."""
+    if isinstance(value, str):
+        return value.strip()
+    if isinstance(value, (bool, np.bool_)):
+        return str(bool(value))
+    if isinstance(value, numbers.Integral):
+        return str(int(value))
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    shown = json.dumps(value, default=str, ensure_ascii=False) if isinstance(value, (list, dict, float)) \
+        else repr(value)
+    shown = shown if len(shown) <= 40 else shown[:37] + "..."
+    raise BenchError(f"row {number} of {where}: the {label_field!r} value {shown} is {kind_of(value)}; a label "
+                     f"must be {LABEL_TYPES}, one class per row")
+
+
+def rows_to_columns(rows: list[dict[str, Any]], text_field: str, label_field: str, where: str,
+                    split: str) -> tuple[list[str], list[str], list[str]]:
+    """Ids, texts and label strings from raw rows; bad rows raise a BenchError naming the first one."""
+    require_fields(rows, (text_field, label_field), where)
+    ids, texts, labels = [], [], []
+    empty = []
+    for number, row in enumerate(rows, start=1):
+        if text_field not in row or row[text_field] is None:
+            raise BenchError(f"row {number} of {where} has no {text_field!r} field; every row needs "
+                             f"{text_field!r} and {label_field!r}")
+        if label_field not in row or row[label_field] is None or str(row[label_field]).strip() == "":
+            raise BenchError(f"row {number} of {where} has no {label_field!r} value; every row needs a label")
+        text = row[text_field]
+        if isinstance(text, (bool, np.bool_)) or not isinstance(text, (str, int, float)):
+            raise BenchError(f"row {number} of {where}: the {text_field!r} value is {kind_of(text)}; the text "
+                             "must be one string")
+        text = str(text)
+        if not text.strip():
+            empty.append(number)
+        ids.append(str(row.get("id", f"{split}-{number - 1}")))
+        texts.append(text)
+        labels.append(label_string(row[label_field], number, where, label_field))
+    if empty:
+        raise BenchError(f"{len(empty)} row(s) of {where} have empty text (first: row {empty[0]}); "
+                         "remove or fill them")
+    return ids, texts, labels
+
+
+# ----------------------------------------------------------------------------------------------- sources
+
+def data_dirs(data_dir: str | None) -> list[Path]:
+    """Folders searched for local copies: --data-dir, then $BENCH_DATA_DIR."""
+    dirs = [data_dir, os.environ.get("BENCH_DATA_DIR")]
+    return [Path(d).expanduser() for d in dirs if d]
+
+
+FIXED_SAMPLE_SEED = 0  # evaluator samples depend on the data only, so every method and seed sees the same ones
+
+
+def fixed_sample(size: int, n: int) -> list[int]:
+    """The first n positions of a fixed permutation (seed FIXED_SAMPLE_SEED) of range(size), in ascending
+    order; all positions when n <= 0 or n >= size."""
+    if n <= 0 or n >= size:
+        return list(range(size))
+    return sorted(int(i) for i in np.random.default_rng(FIXED_SAMPLE_SEED).permutation(size)[:n])
+
+
+def find_named(name_or_path: str, data_dir: str | None = None) -> Path | None:
+    """An existing path, or `name_or_path` found under the data folders (--data-dir, $BENCH_DATA_DIR); None
+    when neither exists (e.g. `imdb_contrast`, `textfooler_mr`)."""
+    path = Path(name_or_path).expanduser()
+    if path.exists():
+        return path
+    return next((folder / name_or_path for folder in data_dirs(data_dir) if (folder / name_or_path).exists()), None)
+
+
+def load_folder(folder: Path, text_field: str = "text", label_field: str = "label") -> dict[str, tuple]:
+    """Raw (ids, texts, labels) per split from a folder of split files."""
+    raw = {}
+    for split in SPLITS:
+        path = find_split_file(folder, split)
+        if path is not None:
+            raw[split] = rows_to_columns(read_rows(path), text_field, label_field, str(path), split)
+    if "train" not in raw or "test" not in raw:
+        found = sorted(p.name for p in folder.iterdir()) if folder.is_dir() else []
+        raise BenchError(f"{folder} needs train and test files (train.jsonl[.gz]/.csv/.tsv and test.*; "
+                         f"validation optional); found: {', '.join(found) or 'nothing'}")
+    return raw
+
+
+def load_hub(card: Card, dirs: list[Path]) -> dict[str, tuple]:
+    """Raw (ids, texts, labels) per split from the Hugging Face Hub, as the card's `hub` entry says."""
+    hub = card.hub or {}
+    where = ", ".join(str(d) for d in dirs) or "no --data-dir given"
+    alternative = (f"put a local copy under DIR/{card.name}/{{train,test}}.jsonl.gz and pass --data-dir DIR "
+                   f"(or set BENCH_DATA_DIR); searched: {where}")
+    if not hub.get("id"):
+        raise BenchError(f"dataset {card.name!r} has no local copy and no Hub source: {alternative}")
+    if not hub_reachable():
+        raise BenchError(f"could not load {card.name!r} from the Hugging Face Hub ({hub['id']}): the Hub is "
+                         f"unreachable. To run offline, {alternative}")
+    try:
+        import datasets as hf_datasets
+
+        raw = {}
+        for split, hub_split in (hub.get("splits") or {"train": "train", "test": "test"}).items():
+            table = hf_datasets.load_dataset(hub["id"], hub.get("config"), split=hub_split)
+            labels = list(table[hub["label_column"]])
+            if labels and isinstance(labels[0], (list, tuple)):
+                raise BenchError(f"the Hub source of {card.name!r} ({hub['id']}) has several labels per row "
+                                 f"and needs the recipe in the card's note; {alternative}")
+            names = hub.get("label_names")
+            if names is None and hasattr(table.features[hub["label_column"]], "names"):
+                names = table.features[hub["label_column"]].names
+            if names is not None and labels and isinstance(labels[0], int):
+                labels = [names[i] for i in labels]
+            texts = list(table[hub["text_column"]])
+            rows = [{"text": t, "label": l} for t, l in zip(texts, labels)]
+            raw[split] = rows_to_columns(rows, "text", "label", f"hub:{hub['id']}[{hub_split}]", split)
+        return raw
+    except BenchError:
+        raise
+    except Exception as exc:  # network, missing dataset, schema drift: one clear line
+        reason = str(exc).splitlines()[0][:200] if str(exc) else exc.__class__.__name__
+        raise BenchError(f"could not load {card.name!r} from the Hugging Face Hub ({hub['id']}): {reason}. "
+                         f"To run offline, {alternative}") from exc
+
+
+def load_generated(card: Card, seed: int) -> dict[str, tuple]:
+    """Raw splits from a generator function named in the card (`module:function`)."""
+    module_name, function_name = card.generator.split(":")
+    generate = getattr(importlib.import_module(module_name), function_name)
+    return {split: rows_to_columns(rows, "text", "label", f"generator {card.generator}", split)
+            for split, rows in generate(seed=seed).items()}
+
+
+LOCAL = "local:"  # source of a card dataset found in a data folder: local:<data folder>/<card name>
+FOLDER = "folder:"  # source of a dataset without a card: folder:<absolute path>
+
+
+def source_data_dir(source: str) -> str:
+    """The data folder a `local:` dataset source was found in (named sets sit beside it), else ''."""
+    return str(Path(source[len(LOCAL):]).parent) if source.startswith(LOCAL) else ""
+
+
+def load_raw(name: str, data_dir: str | None, data_seed: int) -> tuple[str, Card | None, dict[str, tuple]]:
+    """Find a dataset by card name or path and return (source description, card, raw splits)."""
+    if name in DATASETS:
+        card: Card = DATASETS.get(name)
+        dirs = data_dirs(data_dir)
+        for base in dirs:
+            folder = base / card.name
+            if folder.is_dir():
+                return f"{LOCAL}{folder.resolve()}", card, load_folder(folder, card.text_field, card.label_field)
+        if card.generator:
+            return f"generated:{card.generator}(seed={data_seed})", card, load_generated(card, data_seed)
+        return f"hub:{(card.hub or {}).get('id')}", card, load_hub(card, dirs)
+    path = Path(name).expanduser()
+    if path.is_dir():
+        return f"{FOLDER}{path.resolve()}", None, load_folder(path)
+    if path.exists():
+        raise BenchError(f"{name} is a file; pass the folder that holds its train and test files")
+    for base in data_dirs(data_dir):  # a user's folder DIR/NAME, given as --datasets NAME --data-dir DIR
+        folder = base / name
+        if folder.is_dir():
+            return f"{FOLDER}{folder.resolve()}", None, load_folder(folder)
+        if folder.exists():
+            raise BenchError(f"{folder} is a file; a dataset is a folder that holds train and test files")
+    raise BenchError(unknown_dataset_message(name, data_dir))
+
+
+def unknown_dataset_message(name: str, data_dir: str | None) -> str:
+    """One line for a dataset name that is neither a card, a path nor a folder under the data folders: the
+    closest card or folder name, the known cards and the folders found, and the ways to name a dataset."""
+    dirs = [d for d in data_dirs(data_dir) if d.is_dir()]
+    folders = sorted({p.name for d in dirs for p in d.iterdir() if p.is_dir() and not p.name.startswith(".")})
+    message = DATASETS.unknown_message(name, also=folders)
+    if dirs:
+        shown = ", ".join(folders[:20]) + (f" and {len(folders) - 20} more" if len(folders) > 20 else "")
+        message += f"; folders in {', '.join(str(d) for d in dirs)}: {shown or 'none'}"
+    return (message + ". Give a card name, a path to a folder with train/test files, or a folder's name with "
+            "--data-dir DIR (for DIR/NAME)")
+
+
+# ----------------------------------------------------------------------------------------------- checks
+
+def label_order(train_labels: list[str]) -> list[str]:
+    """Label names for a dataset without a card: sorted, numerically when all are integers."""
+    unique = set(train_labels)
+    if all(x.lstrip("-").isdigit() for x in unique):
+        return sorted(unique, key=int)
+    return sorted(unique)
+
+
+def fingerprint(label_names: list[str], raw: dict[str, tuple]) -> str:
+    """A short content hash of the labels and every split (identifies the data in run keys)."""
+    digest = hashlib.sha256(json.dumps(label_names).encode())
+    for split in SPLITS:
+        if split in raw:
+            digest.update(json.dumps([split, *raw[split]], ensure_ascii=False).encode())
+    return digest.hexdigest()[:12]
+
+
+def size_warnings(card: Card | None, raw: dict[str, tuple], source: str) -> list[str]:
+    """Messages for split sizes that differ from the card's published sizes."""
+    if card is None or source.startswith("generated"):
+        return []
+    notes = []
+    for split, expected in card.sizes.items():
+        if expected and split in raw and len(raw[split][0]) != expected:
+            notes.append(f"{card.name}: {split} has {len(raw[split][0])} rows from {source}, "
+                         f"the published size is {expected}; results may not be comparable to papers")
+    return notes
+
+
+def carve_validation(train: Split, fraction: float, seed: int) -> tuple[Split, Split]:
+    """A stratified `fraction` of train as validation (classes with one example stay in train)."""
+    from sklearn.model_selection import train_test_split
+
+    counts = np.bincount(train.labels)
+    eligible = np.flatnonzero(counts[train.labels] >= 2)
+    n_val = max(int(round(fraction * len(eligible))), len(np.unique(train.labels[eligible])))
+    if len(eligible) < 2 or n_val >= len(eligible):
+        raise BenchError(f"train has too few examples ({len(train)}) to carve a validation split; "
+                         "add a validation file or more training data")
+    kept, held = train_test_split(eligible, test_size=n_val, random_state=seed,
+                                  stratify=train.labels[eligible])
+    kept = np.sort(np.concatenate([kept, np.flatnonzero(counts[train.labels] < 2)]))
+    return train.subset(kept), train.subset(np.sort(held))
+
+
+def load_dataset(name: str, data_dir: str | None = None, data_seed: int = 0,
+                 val_fraction: float = 0.1) -> TextData:
+    """Load, check and split a dataset given by card name or folder path."""
+    source, card, raw = load_raw(name, data_dir, data_seed)
+    display = card.name if card else Path(source[len(FOLDER):]).name
+    for split in ("train", "test"):
+        if split not in raw or not raw[split][0]:
+            raise BenchError(f"dataset {display!r} has an empty {split} split ({source})")
+    label_names = list(card.labels) if card and card.labels else label_order(raw["train"][2])
+    index = {label: i for i, label in enumerate(label_names)}
+    train_labels = set(raw["train"][2])
+    for split, (_, _, labels) in raw.items():
+        absent = sorted(set(labels) - train_labels)
+        if absent:
+            raise BenchError(f"dataset {display!r}: {split} label(s) {absent[:5]} never occur in train, so no "
+                             "model can learn them; move such examples into train or drop them")
+        unknown = sorted(set(labels) - set(index))
+        if unknown:
+            raise BenchError(f"dataset {display!r}: {split} label(s) {unknown[:5]} are not among the known "
+                             f"labels {label_names[:20]}; fix the data or the card")
+    if len(train_labels) < 2:
+        raise BenchError(f"dataset {display!r}: train has a single class ({next(iter(train_labels))!r} in all "
+                         f"{len(raw['train'][2])} rows of {source}); a classifier needs at least two classes in "
+                         "train: add examples of the other class(es)")
+    splits = {s: Split(list(ids), list(texts), np.array([index[l] for l in labels], dtype=np.int64))
+              for s, (ids, texts, labels) in raw.items()}
+    warnings = size_warnings(card, raw, source)
+    if "validation" in splits and len(splits["validation"]):
+        train, validation, val_source = splits["train"], splits["validation"], "validation split of the source"
+    else:
+        train, validation = carve_validation(splits["train"], val_fraction, data_seed)
+        val_source = f"stratified {val_fraction:.0%} of train (data seed {data_seed})"
+        lost = sorted(set(splits["train"].labels.tolist()) - set(train.labels.tolist()))
+        if lost:  # a safeguard: carve_validation keeps every class in train
+            raise BenchError(f"dataset {display!r}: carving a {val_fraction:.0%} validation split left no train "
+                             f"examples of {[label_names[i] for i in lost[:5]]}; add a validation file or more data")
+    for message in warnings:
+        log.warning(message)
+    return TextData(display, label_names, train, validation, splits["test"], source, val_source,
+                    fingerprint(label_names, raw), warnings)
+
+
+@dataclass(frozen=True)
+class DataRef:
+    """How a job reloads a shard's dataset instead of pickling it: the card name or absolute folder, the
+    data folder, and the validation carve."""
+
+    name: str
+    data_dir: str | None = None
+    data_seed: int = 0
+    val_fraction: float = 0.1
+
+    def load(self) -> "TextData":
+        """Load the dataset as `plan` did."""
+        return load_dataset(self.name, self.data_dir, self.data_seed, self.val_fraction)
+
+
+def data_ref(name: str, data_dir: str | None, data_seed: int, val_fraction: float) -> DataRef:
+    """A DataRef that works from any folder: paths made absolute, $BENCH_DATA_DIR recorded."""
+    if name not in DATASETS and Path(name).expanduser().is_dir():
+        name = str(Path(name).expanduser().resolve())
+    folder = data_dir or os.environ.get("BENCH_DATA_DIR")
+    return DataRef(name, str(Path(folder).expanduser().resolve()) if folder else None, data_seed, val_fraction)

@@ -1,0 +1,1 @@
+"""Reporting: tables, statistics, figures and rendering, read from stored results only (never training code)."""

@@ -1,0 +1,200 @@
+"""The results table as a pandas frame: loading, `column=value` filters, and warnings about mixed provenance.
+
+Tables and plots read results through `load_results` (never writing into the results folder), narrow them
+with `apply_filters`, and call `mix_warnings` on the rows they use so that runs from different code
+versions, settings or data never end up averaged together unnoticed.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pandas as pd
+
+from bench.results import store
+from bench.errors import BenchError
+
+CELL_KEYS = ["dataset", "encoder", "method"]  # one table cell (over seeds) per method on a dataset x encoder
+SHARD_KEYS = [*CELL_KEYS, "seed"]
+TEXT_COLUMNS = ("run_key", "method", "dataset", "encoder", "evaluator", "split", "metric", "label", "note",
+                "eval_hash", "config_hash", "data_fingerprint", "clbench_version", "git_commit")
+SHOWN_EXAMPLES = 3  # cells named in one warning line
+
+
+def load_results(results_dir: Path | str) -> pd.DataFrame:
+    """Every row of every finished run under `results_dir` (the gathered Parquet table when it is current)."""
+    results_dir = Path(results_dir)
+    finished = sorted(path.parent for path in results_dir.glob(f"*/{store.ROWS}"))
+    if not finished:
+        raise BenchError(f"no finished runs under {results_dir}; run `bench run` first")
+    frame = _current_table(results_dir, finished)
+    if frame is None:
+        frame = pd.DataFrame(store.finished_rows(results_dir))
+    return normalise(frame)
+
+
+def _current_table(results_dir: Path, finished: list[Path]) -> pd.DataFrame | None:
+    """The gathered table if it is newer than every run's rows and holds exactly the finished runs and their
+    stored evaluations."""
+    table = results_dir / store.TABLE
+    if not table.is_file():
+        return None
+    evaluations = {(run.name, *path.stem.rsplit("-", 1)) for run in finished
+                   for path in (run / store.EVALS).glob("*.json") if not path.name.endswith(".error.json")}
+    sources = [run / store.ROWS for run in finished]
+    sources += [results_dir / key / store.EVALS / f"{name}-{settings}.json" for key, name, settings in evaluations]
+    if max(p.stat().st_mtime for p in sources) > table.stat().st_mtime:
+        return None
+    try:
+        frame = pd.read_parquet(table)
+    except (OSError, ValueError):  # a damaged or foreign file: fall back to the run folders
+        return None
+    if "run_key" not in frame or set(frame["run_key"]) != {run.name for run in finished}:
+        return None
+    stored = frame[frame["evaluator"] != "clean"] if "evaluator" in frame else frame.iloc[:0]
+    if "eval_hash" in stored:
+        gathered = set(zip(stored["run_key"], stored["evaluator"], stored["eval_hash"]))
+    else:
+        gathered = set()
+    return frame if gathered == evaluations else None
+
+
+def normalise(frame: pd.DataFrame) -> pd.DataFrame:
+    """Rows with the core columns present, text columns without missing values and numeric values."""
+    frame = frame.copy()
+    for column in TEXT_COLUMNS:
+        if column not in frame:
+            frame[column] = ""
+    for column in frame.columns:
+        if not pd.api.types.is_numeric_dtype(frame[column]) and not pd.api.types.is_bool_dtype(frame[column]):
+            frame[column] = frame[column].fillna("")
+    frame["value"] = pd.to_numeric(frame["value"], errors="coerce")
+    frame["seed"] = pd.to_numeric(frame["seed"], errors="coerce").astype("Int64")
+    # rows written before methods had versions are version 1
+    versions = frame["method_version"] if "method_version" in frame else pd.Series(1, index=frame.index)
+    frame["method_version"] = pd.to_numeric(versions, errors="coerce").fillna(1).astype(int)
+    return frame.reset_index(drop=True)
+
+
+def parse_filter(text: str) -> tuple[str, list[str]]:
+    """`column=value[,value...]` -> (column, values)."""
+    column, sep, values = text.partition("=")
+    column = column.strip()
+    wanted = [v.strip() for v in values.split(",") if v.strip()]
+    if not sep or not column or not wanted:
+        raise BenchError(f"--filter {text!r} must look like column=value[,value...] (e.g. method=ce,clld)")
+    return column, wanted
+
+
+def apply_filters(frame: pd.DataFrame, filters: list[str] | None) -> pd.DataFrame:
+    """The rows matching every `column=value[,value...]` filter (values compared as text; method aliases
+    resolved); BenchError for an unknown column or a filter that leaves no rows."""
+    for text in filters or []:
+        column, wanted = parse_filter(text)
+        if column not in frame.columns:
+            raise BenchError(f"--filter {text!r}: no column {column!r}; columns: {', '.join(map(str, frame.columns))}")
+        present = as_text(frame[column])
+        if column == "method":
+            wanted = [canonical_method(v, set(present)) for v in wanted]
+        keep = present.isin(wanted)
+        if not keep.any():
+            values = sorted(set(present) - {""})
+            shown = ", ".join(values[:20]) + (" ..." if len(values) > 20 else "")
+            raise BenchError(f"--filter {text!r} matches no rows (after earlier filters); values of {column}: "
+                             f"{shown or '(none)'}")
+        frame = frame[keep]
+    return frame.reset_index(drop=True)
+
+
+def as_text(series: pd.Series) -> pd.Series:
+    """Values as the text a filter is compared with (integral floats without `.0`, missing as '')."""
+    def text(value: object) -> str:
+        if value is None or value is pd.NA or (isinstance(value, float) and math.isnan(value)):
+            return ""
+        if isinstance(value, float) and value.is_integer():
+            return str(int(value))
+        return str(value)
+
+    return series.map(text)
+
+
+def canonical_method(name: str, present: set[str]) -> str:
+    """A method name as stored: kept when the results have it, else resolved through the method registry."""
+    if name in present:
+        return name
+    from bench.catalog import registry  # the registered names and aliases, read without importing the methods
+
+    return registry("method").canonical(name)
+
+
+def mix_warnings(frame: pd.DataFrame) -> list[str]:
+    """One line per kind of mixing among these rows: several clbench versions, git commits or method
+    versions in one cell, several configs for one shard, several data fingerprints for one dataset, or
+    several evaluator settings for one evaluator metric; each line says how to separate them."""
+    rows = frame[frame["metric"] != "skipped"] if "metric" in frame else frame
+    if rows.empty:
+        return []
+    cell = [*CELL_KEYS, "evaluator"]
+    lines = [_mixed(rows, cell, column, what, "rows of one cell (dataset/encoder/method/evaluator)")
+             for column, what in (("clbench_version", "clbench versions"), ("git_commit", "git commits"))]
+    lines.append(_mixed(rows, CELL_KEYS, "method_version", "method versions",
+                        "runs of one method (the method changed between them: re-run the older ones)"))
+    lines.append(_mixed(rows[rows["evaluator"] == "clean"], SHARD_KEYS, "config_hash", "configs",
+                        "runs of one shard (dataset/encoder/method/seed), averaged as if they were extra seeds"))
+    lines.append(_mixed(rows, ["dataset"], "data_fingerprint", "data fingerprints", "rows of one dataset"))
+    evaluated = rows[rows["evaluator"] != "clean"]
+    lines += [_mixed(group, [*CELL_KEYS, "evaluator", "split", "metric"], "eval_hash", "evaluator settings",
+                     f"{evaluator} rows of one metric (tables keep settings apart, never averaged)", depth=4)
+              for evaluator, group in evaluated.groupby("evaluator", sort=True)]
+    lines.append(collapsed_runs(rows))
+    return [line for line in lines if line]
+
+
+def first_few(names: list[str]) -> str:
+    """`a, b, c and 4 more`: the first SHOWN_EXAMPLES names of a warning line."""
+    extra = len(names) - SHOWN_EXAMPLES
+    return ", ".join(names[:SHOWN_EXAMPLES]) + (f" and {extra} more" if extra > 0 else "")
+
+
+def collapsed_runs(rows: pd.DataFrame) -> str | None:
+    """A warning line naming the runs flagged `collapsed` (one predicted class whatever the input) that these
+    rows average in, with the filter that leaves them out."""
+    if "collapsed" not in rows or "run_key" not in rows:
+        return None
+    keys = sorted(set(rows.loc[as_text(rows["collapsed"]) == "1", "run_key"]))
+    if not keys:
+        return None
+    shown = first_few(keys)
+    return (f"{len(keys)} collapsed run(s) (the model predicts one class whatever the input) are averaged in: "
+            f"{shown}; leave them out with --filter collapsed=0, or re-run them with another --lr")
+
+
+def _mixed(rows: pd.DataFrame, keys: list[str], column: str, what: str, where: str, depth: int = 0) -> str | None:
+    """A warning line when some group of `rows` by `keys` holds several non-empty values of `column`
+    (groups are named by their first `depth` keys, all when 0)."""
+    if rows.empty or column not in rows or any(k not in rows for k in keys):
+        return None
+    known = rows[as_text(rows[column]) != ""]
+    if known.empty:
+        return None
+    values = known.assign(_value=as_text(known[column])).groupby(keys, sort=True)["_value"].unique()
+    mixed = values[values.map(len) > 1]
+    if mixed.empty:
+        return None
+    keys_of = [key if isinstance(key, tuple) else (key,) for key in mixed.index]
+    names = list(dict.fromkeys("/".join(str(k) for k in key[:depth or None]) for key in keys_of))
+    shown = first_few(names)
+    found = sorted({v for vs in mixed for v in vs})
+    listed = [short_value(v) for v in found[:SHOWN_EXAMPLES]] + (
+        [f"{len(found) - SHOWN_EXAMPLES} more"] if len(found) > SHOWN_EXAMPLES else [])
+    return (f"{len(found)} {what} ({', '.join(listed)}) among {where}: {shown}; "
+            f"keep one with --filter {column}={found[0]}")
+
+
+def short_value(value: str) -> str:
+    """A value as a warning lists it: a 40-digit git commit shortened to 10 digits (its suffix kept)."""
+    head, plus, rest = value.partition("+")
+    if len(head) == 40 and all(c in "0123456789abcdef" for c in head):
+        return head[:10] + plus + rest
+    return value

@@ -1,0 +1,191 @@
+"""Paired significance tests of two methods on the same test items (same dataset, encoder and seed).
+
+* McNemar, per seed: on the 2x2 table of (baseline right?, method right?) over the items both runs scored.
+  Rule: the exact binomial test when the discordant count b + c is below `EXACT_BELOW` (25), else the
+  chi-square statistic with continuity correction (statsmodels `mcnemar`).
+* Paired bootstrap, pooled over seeds: the statistic is the accuracy difference (method - baseline) averaged
+  over seeds; test items are the resampling unit (an item carries its outcomes in every paired seed), drawn
+  with replacement `n_resamples` times (default 10,000) from a fixed RNG seed (scipy `bootstrap`). The 95%
+  interval is the percentile interval. The p-value is the two-sided bootstrap proportion
+  p = min(1, 2 * min(share of resampled differences <= 0, share >= 0)), the p-value whose inversion gives
+  the percentile interval (0 outside the 95% interval <=> p < 0.05, up to ties).
+* Benjamini-Hochberg (statsmodels `multipletests(method="fdr_bh")`) across all comparisons of one table.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from scipy.stats import bootstrap
+from statsmodels.stats.contingency_tables import mcnemar
+from statsmodels.stats.multitest import multipletests
+
+from bench.results import store
+from bench.data.loading import read_rows
+from bench.errors import BenchError
+
+PREDICTIONS = store.PREDICTIONS
+EXACT_BELOW = 25         # discordant pairs below which McNemar uses the exact binomial test
+N_RESAMPLES = 10_000
+BOOTSTRAP_SEED = 0
+CONFIDENCE = 0.95
+BATCH = 500              # resamples evaluated at once (bounds memory on large test sets)
+
+
+def load_predictions(run_dir: Path | str) -> pd.DataFrame:
+    """A run's test predictions: one row per example with `id`, `gold`, `predicted` and `correct`."""
+    path = Path(run_dir) / PREDICTIONS
+    if not path.is_file():
+        raise BenchError(f"{path} is missing, so the run cannot be compared item by item; "
+                         f"re-run it with `bench run ... --overwrite`")
+    try:
+        records = read_rows(path)
+    except BenchError as exc:
+        raise BenchError(f"{exc}; re-run the run with --overwrite") from exc
+    frame = pd.DataFrame(records).reindex(columns=["id", "gold", "predicted"])
+    if frame.isna().any().any():
+        raise BenchError(f"{path} has records without id, gold or predicted; re-run the run with --overwrite")
+    frame["id"] = frame["id"].astype(str)
+    if frame["id"].duplicated().any():
+        raise BenchError(f"{path} repeats example ids, so items cannot be paired; re-run the run with --overwrite")
+    frame["correct"] = frame["gold"] == frame["predicted"]
+    return frame
+
+
+def load_run_predictions(results_dir: Path | str, run_keys: Iterable[str]) -> dict[str, pd.DataFrame]:
+    """`load_predictions` for each run key under `results_dir`."""
+    return {key: load_predictions(Path(results_dir) / key) for key in dict.fromkeys(run_keys)}
+
+
+@dataclass(frozen=True)
+class McNemarResult:
+    """McNemar's test on paired outcomes: the 2x2 counts, statistic, p-value and which variant ran."""
+
+    both: int            # both right
+    only_a: int          # a right, b wrong
+    only_b: int          # a wrong, b right
+    neither: int
+    statistic: float
+    pvalue: float
+    exact: bool
+
+
+def mcnemar_test(correct_a: np.ndarray, correct_b: np.ndarray, exact_below: int = EXACT_BELOW) -> McNemarResult:
+    """McNemar's test of a vs b on the same items (exact binomial when discordant pairs < `exact_below`)."""
+    a, b = np.asarray(correct_a, dtype=bool), np.asarray(correct_b, dtype=bool)
+    if a.shape != b.shape:
+        raise ValueError("paired outcomes must have the same length")
+    table = [[int(np.sum(a & b)), int(np.sum(a & ~b))], [int(np.sum(~a & b)), int(np.sum(~a & ~b))]]
+    discordant = table[0][1] + table[1][0]
+    exact = discordant < exact_below
+    if discordant == 0:
+        statistic, pvalue = 0.0, 1.0
+    else:
+        result = mcnemar(table, exact=exact, correction=True)
+        statistic, pvalue = float(result.statistic), float(result.pvalue)
+    return McNemarResult(table[0][0], table[0][1], table[1][0], table[1][1], statistic, pvalue, exact)
+
+
+@dataclass(frozen=True)
+class BootstrapResult:
+    """Paired bootstrap of a mean difference: observed value, percentile interval, two-sided p-value."""
+
+    delta: float
+    low: float
+    high: float
+    pvalue: float
+    n_items: int
+    n_resamples: int
+
+
+def paired_bootstrap(differences: np.ndarray, n_resamples: int = N_RESAMPLES, seed: int = BOOTSTRAP_SEED,
+                     confidence: float = CONFIDENCE) -> BootstrapResult:
+    """Bootstrap over items of the mean of `differences` (shape seeds x items, or items): each resample
+    draws items with replacement and keeps every seed's outcome of a drawn item."""
+    matrix = np.atleast_2d(np.asarray(differences, dtype=float))
+    per_item = matrix.mean(axis=0)
+    n_items = per_item.size
+    if n_items < 2:
+        return BootstrapResult(float(per_item.mean()) if n_items else float("nan"), float("nan"), float("nan"),
+                               float("nan"), n_items, 0)
+    if n_resamples < 1:
+        raise BenchError("the bootstrap needs at least 1 resample (--bootstrap N)")
+    result = bootstrap((per_item,), np.mean, n_resamples=n_resamples, batch=BATCH, vectorized=True,
+                       method="percentile", confidence_level=confidence, rng=np.random.default_rng(seed))
+    resampled = result.bootstrap_distribution
+    pvalue = min(1.0, 2 * min(float(np.mean(resampled <= 0)), float(np.mean(resampled >= 0))))
+    return BootstrapResult(float(per_item.mean()), float(result.confidence_interval.low),
+                           float(result.confidence_interval.high), pvalue, n_items, n_resamples)
+
+
+def bh_adjust(pvalues: Iterable[float]) -> np.ndarray:
+    """Benjamini-Hochberg adjusted p-values (q-values); missing (NaN) p-values stay NaN and are not counted."""
+    p = np.asarray(list(pvalues), dtype=float)
+    q = np.full(p.shape, np.nan)
+    finite = np.isfinite(p)
+    if finite.any():
+        q[finite] = multipletests(p[finite], method="fdr_bh")[1]
+    return q
+
+
+@dataclass
+class PairedComparison:
+    """A method against a baseline on one dataset x encoder, over the seeds both have."""
+
+    seeds: list[int]
+    deltas: list[float]                     # per seed: method accuracy - baseline accuracy (fractions)
+    mcnemar: list[McNemarResult]
+    bootstrap: BootstrapResult | None
+    notes: list[str] = field(default_factory=list)
+    unpaired: list[int] = field(default_factory=list)   # seeds only one of the two methods has
+
+    @property
+    def delta(self) -> float:
+        """Mean over paired seeds of the accuracy difference."""
+        return float(np.mean(self.deltas)) if self.deltas else float("nan")
+
+
+def compare_predictions(baseline: Mapping[int, pd.DataFrame], method: Mapping[int, pd.DataFrame],
+                        n_resamples: int = N_RESAMPLES, seed: int = BOOTSTRAP_SEED,
+                        names: tuple[str, str] = ("baseline", "method")) -> PairedComparison:
+    """Compare per-seed predictions of a method with a baseline's (seed -> `load_predictions` frame): McNemar
+    per seed and one bootstrap pooled over seeds; seeds one side lacks are left out and noted."""
+    unpaired = sorted(set(baseline) ^ set(method))
+    notes = [f"{seed_list(only)}: {side} only, left out" for side, only in
+             ((names[0], sorted(set(baseline) - set(method))), (names[1], sorted(set(method) - set(baseline))))
+             if only]
+    seeds, deltas, tests, columns = [], [], [], {}
+    for s in sorted(set(baseline) & set(method)):
+        joined = baseline[s].merge(method[s], on="id", suffixes=("_a", "_b"))
+        if joined.empty:
+            notes.append(f"seed {s}: no test items in common, left out")
+            continue
+        if (joined["gold_a"] != joined["gold_b"]).any():
+            notes.append(f"seed {s}: the runs disagree on gold labels of the same item ids (different data?), "
+                         f"left out")
+            continue
+        lost = max(len(baseline[s]), len(method[s])) - len(joined)
+        if lost:
+            notes.append(f"seed {s}: {lost} test items not in both runs, left out")
+        a, b = joined["correct_a"].to_numpy(bool), joined["correct_b"].to_numpy(bool)
+        seeds.append(s)
+        deltas.append(float(b.mean() - a.mean()))
+        tests.append(mcnemar_test(a, b))
+        columns[s] = pd.Series(b.astype(float) - a.astype(float), index=joined["id"].to_numpy())
+    if not seeds:
+        return PairedComparison([], [], [], None, notes, unpaired)
+    items = pd.DataFrame(columns)
+    complete = items.dropna()
+    if len(complete) < len(items):
+        notes.append(f"bootstrap: {len(items) - len(complete)} items not scored in every paired seed, left out")
+    result = paired_bootstrap(complete.to_numpy().T, n_resamples, seed)
+    return PairedComparison(seeds, deltas, tests, result, notes, unpaired)
+
+
+def seed_list(seeds: list[int]) -> str:
+    """`seed 3` or `seeds 2, 3`."""
+    return f"seed{'s' if len(seeds) > 1 else ''} {', '.join(map(str, seeds))}"

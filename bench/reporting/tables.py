@@ -1,0 +1,450 @@
+"""Paper-style tables built from result rows, as tidy "cell" frames that `bench.reporting.render` turns into text.
+
+A cell frame has one row per table cell: `row` and `column` labels, `mean`, `std`, `n` (seeds), the
+displayed `text`, a `best` flag and a `note`; cells appear row by row in display order, missing ones
+included (text "—"). `frame.attrs` carries the title, the row header, table notes and left-aligned columns.
+Accuracies and rates are shown in percent, mean ± sample std over seeds (n seeds); one seed shows no std.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from bench.reporting import stats
+from bench.errors import BenchError
+from bench.reporting.resultsview import as_text
+
+CELL_COLUMNS = ["row", "column", "mean", "std", "n", "text", "best", "note"]
+MISSING = "—"
+DIGITS = 2
+METHOD_ORDER = ("ce", "cl", "clld-static", "clld-adaptive", "supcon", "lcl", "cline", "dcl")
+ABLATION_METHODS = ("ce", "cl", "clld-static", "clld-adaptive")
+SIGNIFICANCE = 0.05
+
+# robustness columns: (evaluator, attack mode or "" for any, metric, header, higher is better)
+ROBUSTNESS = (
+    ("contrast", "", "original_accuracy", "Contrast Ori", True),
+    ("contrast", "", "contrast_accuracy", "Contrast Rev", True),
+    ("contrast", "", "consistency", "Contrast Con", True),
+    ("textfooler", "adaptive", "accuracy_under_attack", "TF acc under attack", True),
+    ("textfooler", "adaptive", "attack_success_rate", "TF success rate", False),
+    ("textfooler", "transfer", "accuracy_under_attack", "TF transfer acc", True),
+    ("textfooler", "transfer", "adversarial_accuracy", "TF transfer adv-only acc", True),
+    ("checklist", "", "failure_rate", "CheckList failure rate", False),
+)
+# columns that identify a run, its provenance or a metric; every other evaluator column is a setting
+NOT_SETTINGS = {"run_key", "method", "dataset", "encoder", "seed", "evaluator", "split", "metric", "label",
+                "value", "n", "note", "test", "capability", "type", "config_hash", "method_version",
+                "data_fingerprint",
+                "best_epoch", "epochs_run", "wall_seconds", "train_seconds", "clbench_version", "git_commit",
+                "torch_version", "transformers_version", "python_version", "device", "host", "slurm_job", "finished_at",
+                "eval_hash", "eval_seconds", "cpu_threads", "collapsed", "compiled", "length_bucket",
+                "build_seconds", "prepare_seconds", "tokenize_seconds", "test_seconds"}
+
+# vs-paper: dataset-card `paper` entries -> (paper encoder family, our method); entries not listed are left out
+PAPER_MAP: dict[str, dict[str, tuple[str, str]]] = {
+    "clld_table2": {"bert": ("bert", "ce"), "bert+clld": ("bert", "clld-adaptive"),
+                    "albert": ("albert", "ce"), "albert+clld": ("albert", "clld-adaptive"),
+                    "textcnn": ("textcnn", "ce"), "textcnn+clld": ("textcnn", "clld-adaptive")},
+    "lcl_slides": {"ce": ("electra", "ce"), "scl": ("electra", "supcon"), "lcl": ("electra", "lcl")},
+    "dcl_table1_glue": {"bert": ("bert", "ce"), "dcl": ("bert", "dcl")},
+}
+FAMILY_NAMES = {"bert": "BERT", "albert": "ALBERT", "textcnn": "TextCNN", "electra": "ELECTRA"}
+SOURCE_NOTES = {"dcl_table1_glue": "paper trained on phrase-level GLUE SST-2, not this split"}
+
+
+# ----------------------------------------------------------------------------------------------- helpers
+
+def method_key(name: str) -> tuple[int, str]:
+    """Sort key: the project's method order, unknown methods after it alphabetically."""
+    return (METHOD_ORDER.index(name) if name in METHOD_ORDER else len(METHOD_ORDER), name)
+
+
+def clean_accuracy(frame: pd.DataFrame) -> pd.DataFrame:
+    """The clean test-accuracy rows (one per run)."""
+    keep = (frame["evaluator"] == "clean") & (frame["split"] == "test") & (frame["metric"] == "accuracy")
+    return frame[keep & (frame["label"] == "")]
+
+
+def evaluator_rows(frame: pd.DataFrame) -> pd.DataFrame:
+    """Overall evaluator rows that carry a number (no skip markers, per-label, per-test or per-capability rows)."""
+    keep = (frame["evaluator"] != "clean") & (frame["metric"] != "skipped") & (frame["label"] == "")
+    for column in ("test", "capability"):
+        if column in frame:
+            keep &= as_text(frame[column]) == ""
+    return frame[keep]
+
+
+def table_rows(table: str, frame: pd.DataFrame) -> pd.DataFrame:
+    """The rows a named table (`paper-ii`, `ablation`, `robustness`, `compare`, `vs-paper`) reads."""
+    if table == "robustness":
+        return evaluator_rows(frame)
+    if table == "ablation":
+        accuracy = clean_accuracy(frame)
+        return accuracy[accuracy["method"].isin(ABLATION_METHODS)]
+    return clean_accuracy(frame)
+
+
+def value_cell(row: str, column: str, values: Iterable[float], scale: float = 100.0, digits: int = DIGITS,
+               note: str = "") -> dict[str, Any]:
+    """A cell of mean ± std (n) over seed values (times `scale`); "—" when there are none."""
+    array = np.asarray([v for v in values if not math.isnan(v)], dtype=float) * scale
+    if array.size == 0:
+        return text_cell(row, column, MISSING, note=note)
+    mean = float(array.mean())
+    std = float(array.std(ddof=1)) if array.size > 1 else math.nan
+    text = f"{mean:.{digits}f} ± {std:.{digits}f} ({array.size})" if array.size > 1 else \
+        f"{mean:.{digits}f} ({array.size})"
+    return {"row": row, "column": column, "mean": mean, "std": std, "n": int(array.size), "text": text,
+            "best": False, "note": note}
+
+
+def text_cell(row: str, column: str, text: str, mean: float = math.nan, n: int = 0, note: str = "",
+              **extra: Any) -> dict[str, Any]:
+    """A cell showing `text` (with an optional number behind it)."""
+    return {"row": row, "column": column, "mean": mean, "std": math.nan, "n": n, "text": text, "best": False,
+            "note": note, **extra}
+
+
+def mark_best(cells: list[dict[str, Any]], group: Callable[[dict[str, Any]], Any], higher: bool | Callable = True,
+              digits: int = DIGITS) -> None:
+    """Flag the best cell(s) of each group (ties at the displayed precision all count)."""
+    groups: dict[Any, list[dict[str, Any]]] = {}
+    for cell in cells:
+        if cell["mean"] == cell["mean"]:
+            groups.setdefault(group(cell), []).append(cell)
+    for members in groups.values():
+        up = higher(members[0]) if callable(higher) else higher
+        shown = [round(c["mean"], digits) for c in members]
+        target = max(shown) if up else min(shown)
+        for cell, value in zip(members, shown):
+            cell["best"] = value == target
+
+
+def make_table(cells: list[dict[str, Any]], title: str, row_header: str, notes: Iterable[str] = (),
+               left: Iterable[str] = ()) -> pd.DataFrame:
+    """A cell frame with its title, row header, notes and left-aligned columns in `attrs`."""
+    extra = [k for cell in cells for k in cell if k not in CELL_COLUMNS]
+    table = pd.DataFrame(cells, columns=[*CELL_COLUMNS, *dict.fromkeys(extra)])
+    table["best"] = table["best"].astype(bool)
+    table["n"] = table["n"].astype(int)
+    table.attrs.update(title=title, row_header=row_header, notes=list(notes), left=list(left))
+    return table
+
+
+def varying_label(keys: tuple[str, ...], varying: tuple[bool, ...]) -> str:
+    """The parts of `keys` that vary across a table, joined by spaces (the last part always)."""
+    parts = [k for k, v in zip(keys[:-1], varying[:-1]) if v] + [keys[-1]]
+    return " ".join(parts)
+
+
+def format_p(p: float) -> str:
+    """A p-value for a table cell."""
+    if math.isnan(p):
+        return MISSING
+    return "<0.001" if p < 0.001 else f"{p:.3f}"
+
+
+def need(frame: pd.DataFrame, what: str, fix: str) -> None:
+    """BenchError when `frame` is empty."""
+    if frame.empty:
+        raise BenchError(f"no {what} in the selection; {fix}")
+
+
+# ----------------------------------------------------------------------------------------------- tables
+
+def paper_ii(frame: pd.DataFrame, digits: int = DIGITS) -> pd.DataFrame:
+    """Test accuracy with datasets as rows and encoder x method as columns; best per dataset marked."""
+    accuracy = clean_accuracy(frame)
+    need(accuracy, "clean test accuracy rows", "run `bench run` or loosen --filter")
+    columns = [(e, m) for e in sorted(accuracy["encoder"].unique())
+               for m in sorted(accuracy.loc[accuracy["encoder"] == e, "method"].unique(), key=method_key)]
+    values = accuracy.groupby(["dataset", "encoder", "method"])["value"].apply(list).to_dict()
+    cells = [value_cell(d, f"{e} {m}", values.get((d, e, m), []), digits=digits)
+             for d in sorted(accuracy["dataset"].unique()) for e, m in columns]
+    mark_best(cells, lambda c: c["row"], digits=digits)
+    return make_table(cells, "Test accuracy (%): mean ± std over seeds (n seeds); best per dataset in bold",
+                      "dataset", ["— = no finished run"])
+
+
+def ablation(frame: pd.DataFrame, digits: int = DIGITS) -> pd.DataFrame:
+    """Test accuracy of ce, cl, clld-static and clld-adaptive (rows) on each dataset (columns)."""
+    accuracy = table_rows("ablation", frame)
+    need(accuracy, f"runs of {', '.join(ABLATION_METHODS)}", "run them with `bench run --methods "
+         f"{','.join(ABLATION_METHODS)}` or loosen --filter")
+    encoders = sorted(accuracy["encoder"].unique())
+    pairs = sorted(set(zip(accuracy["dataset"], accuracy["encoder"])))
+    values = accuracy.groupby(["dataset", "encoder", "method"])["value"].apply(list).to_dict()
+    cells = [value_cell(m, d if len(encoders) == 1 else f"{d} {e}", values.get((d, e, m), []), digits=digits)
+             for m in ABLATION_METHODS for d, e in pairs]
+    mark_best(cells, lambda c: c["column"], digits=digits)
+    title = "Ablation: test accuracy (%), mean ± std over seeds (n seeds); best per column in bold"
+    if len(encoders) == 1:
+        title += f"; encoder {encoders[0]}"
+    return make_table(cells, title, "method", ["— = no finished run"])
+
+
+def robustness(frame: pd.DataFrame, digits: int = DIGITS) -> pd.DataFrame:
+    """Per method: contrast-set Ori/Rev/Con, TextFooler accuracy under attack and success rate (adaptive;
+    transfer in separate columns), CheckList failure rate; each evaluator setting kept apart."""
+    rows = evaluator_rows(frame)
+    need(rows, "evaluator rows (contrast, textfooler, checklist)", "score runs with `bench evaluate RUN`")
+    if "attack_mode" not in rows:
+        rows = rows.assign(attack_mode="")
+    groups = sorted(set(zip(rows["dataset"], rows["encoder"])))
+    specs: dict[tuple[str, str], list[tuple[str, str, bool]]] = {}
+    for evaluator, mode, metric, header, higher in ROBUSTNESS:
+        specs.setdefault((evaluator, mode), []).append((metric, header, higher))
+    columns: dict[str, bool] = {}           # header -> higher is better, in display order
+    found: dict[tuple[str, str, str, str], list[float]] = {}   # (dataset, encoder, method, header) -> values
+    used: set[tuple[str, str]] = set()      # (evaluator, eval_hash) shown
+    for dataset, encoder in groups:
+        here = rows[(rows["dataset"] == dataset) & (rows["encoder"] == encoder)]
+        for (evaluator, mode), metrics in specs.items():
+            part = here[(here["evaluator"] == evaluator) & ((here["attack_mode"] == mode) if mode else True)]
+            part = part[part["metric"].isin([m for m, _, _ in metrics])]
+            hashes = sorted(part["eval_hash"].unique())
+            labels = settings_labels(part, hashes)
+            for h in hashes:
+                used.add((evaluator, h))
+                for metric, header, higher in metrics:
+                    chosen = part[(part["eval_hash"] == h) & (part["metric"] == metric)]
+                    if chosen.empty:
+                        continue
+                    name = header + (f" [{labels[h]}]" if len(hashes) > 1 else "")
+                    columns.setdefault(name, higher)
+                    for method, group in chosen.groupby("method"):
+                        found.setdefault((dataset, encoder, method, name), []).extend(group["value"])
+    if not found:
+        raise BenchError("no robustness metrics (contrast, textfooler, checklist) in the selection; score runs "
+                         "with `bench evaluate RUN --evaluators contrast,textfooler,checklist`")
+    methods = sorted({(d, e, m) for d, e, m, _ in found}, key=lambda k: (k[0], k[1], method_key(k[2])))
+    shown = sorted({(d, e) for d, e, _ in methods})
+    several = len(shown) > 1
+    cells = []
+    for dataset, encoder, method in methods:
+        label = f"{dataset} {encoder} {method}" if several else method
+        for name in columns:
+            cell = value_cell(label, name, found.get((dataset, encoder, method, name), []), digits=digits)
+            cell["group"] = (dataset, encoder)
+            cells.append(cell)
+    mark_best(cells, lambda c: (c["group"], c["column"]), lambda c: columns[c["column"]], digits=digits)
+    for cell in cells:
+        del cell["group"]
+    notes = [("values in %: Ori/Rev = accuracy on original/contrast examples, Con = both right; "
+              "TF = TextFooler; best per column in bold (lowest for success and failure rates); "
+              "— = not evaluated with these settings")]
+    notes += [f"{evaluator} {h}: {describe_settings(rows, evaluator, h)}" for evaluator, h in sorted(used)]
+    notes += skipped_notes(frame)
+    title = "Robustness: mean ± std over seeds (n seeds)"
+    if not several:
+        title += f" on {shown[0][0]} ({shown[0][1]})"
+    return make_table(cells, title, "dataset encoder method" if several else "method", notes)
+
+
+def setting_columns(rows: pd.DataFrame) -> list[str]:
+    """The evaluator-setting columns among `rows`' columns."""
+    return [c for c in rows.columns if c not in NOT_SETTINGS]
+
+
+def settings_of(rows: pd.DataFrame, eval_hash: str) -> dict[str, str]:
+    """The non-empty settings of the rows with `eval_hash` (first value of each setting column)."""
+    part = rows[rows["eval_hash"] == eval_hash]
+    out = {}
+    for column in setting_columns(part):
+        values = [v for v in as_text(part[column]) if v]
+        if values:
+            out[column] = values[0]
+    return out
+
+
+def settings_labels(rows: pd.DataFrame, hashes: list[str]) -> dict[str, str]:
+    """A short label per evaluator setting: the settings that differ among `hashes` (else the hash)."""
+    settings = {h: settings_of(rows, h) for h in hashes}
+    names = sorted({k for s in settings.values() for k in s})
+    differ = [k for k in names if len({s.get(k, "") for s in settings.values()}) > 1]
+    return {h: ", ".join(f"{k}={settings[h].get(k, '')}" for k in differ) or f"eval_hash={h}" for h in hashes}
+
+
+def describe_settings(rows: pd.DataFrame, evaluator: str, eval_hash: str) -> str:
+    """`key=value, ...` for one evaluator setting."""
+    settings = settings_of(rows[rows["evaluator"] == evaluator], eval_hash)
+    return ", ".join(f"{k}={v}" for k, v in settings.items()) or "default settings"
+
+
+def skipped_notes(frame: pd.DataFrame) -> list[str]:
+    """One note per evaluator skipped for a reason on a dataset, naming the methods."""
+    skipped = frame[(frame["evaluator"] != "clean") & (frame["metric"] == "skipped")]
+    notes = []
+    for (evaluator, dataset, note), group in skipped.groupby(["evaluator", "dataset", "note"], sort=True):
+        methods = ", ".join(sorted(group["method"].unique(), key=method_key))
+        notes.append(f"{evaluator} skipped on {dataset} ({methods}): {note or 'no reason recorded'}")
+    return notes
+
+
+def compare(frame: pd.DataFrame, predictions: Mapping[str, pd.DataFrame], baseline: str = "ce",
+            n_resamples: int = stats.N_RESAMPLES, seed: int = stats.BOOTSTRAP_SEED) -> pd.DataFrame:
+    """Every other method against `baseline` per dataset x encoder on the same test items: Δ accuracy, paired
+    bootstrap 95% CI and p, McNemar p per seed, Benjamini-Hochberg q over the table, * at q < 0.05.
+
+    `predictions` maps run keys to `stats.load_predictions` frames."""
+    accuracy = clean_accuracy(frame)
+    need(accuracy, "clean test accuracy rows", "run `bench run` or loosen --filter")
+    if baseline not in set(accuracy["method"]):
+        raise BenchError(f"baseline {baseline!r} has no finished runs in the selection; methods there: "
+                         f"{', '.join(sorted(accuracy['method'].unique(), key=method_key))} (use --baseline)")
+    runs = accuracy.groupby(["dataset", "encoder", "method", "seed"])["run_key"].apply(sorted).to_dict()
+    groups = sorted({(d, e) for d, e, m, _ in runs if m == baseline})
+    several = len(groups) > 1
+    results, notes = [], []
+    notes += [f"{d}/{e}: no {baseline} run, not compared" for d, e in sorted({(d, e) for d, e, _, _ in runs})
+              if (d, e) not in groups]
+    for dataset, encoder in groups:
+        per_method: dict[str, dict[int, str]] = {}
+        for (d, e, m, s), keys in runs.items():
+            if (d, e) != (dataset, encoder):
+                continue
+            if len(keys) > 1:
+                notes.append(f"{d}/{e}/{m} seed {s}: {len(keys)} runs (different configs) left out; pick one "
+                             f"with --filter config_hash=...")
+                continue
+            per_method.setdefault(m, {})[int(s)] = keys[0]
+        base = per_method.get(baseline, {})
+        for method in sorted(set(per_method) - {baseline}, key=method_key):
+            result = stats.compare_predictions({s: predictions[k] for s, k in base.items()},
+                                               {s: predictions[k] for s, k in per_method[method].items()},
+                                               n_resamples, seed, (baseline, method))
+            results.append((dataset, encoder, method, result))
+            where = f"{dataset}/{encoder}/{method}" if several else method
+            notes += [f"{where}: {note}" for note in result.notes]
+    if not results:
+        raise BenchError(f"no method besides the baseline {baseline!r} on the datasets it ran on; nothing to compare")
+    qvalues = stats.bh_adjust([r.bootstrap.pvalue if r.bootstrap else math.nan for *_, r in results])
+    cells = []
+    for (dataset, encoder, method, result), q in zip(results, qvalues):
+        cells += comparison_cells(f"{dataset} {encoder} {method}" if several else method, result, q)
+    title = f"Paired comparison with {baseline}: Δ = method − {baseline} test accuracy (points)"
+    if not several:
+        title += f" on {groups[0][0]} ({groups[0][1]})"
+    explained = [
+        (f"Δ: mean over paired seeds; CI and p: paired bootstrap over test items pooled over seeds "
+         f"({n_resamples:,} resamples, RNG seed {seed}), percentile interval, p = two-sided bootstrap proportion"),
+        (f"q: Benjamini-Hochberg over the {int(np.isfinite(qvalues).sum())} comparisons in this table; "
+         f"* = q < {SIGNIFICANCE}"),
+        (f"McNemar per seed (s<seed> p): exact binomial when discordant items < {stats.EXACT_BELOW}, "
+         "else chi-square with continuity correction"),
+    ]
+    return make_table(cells, title, "dataset encoder method" if several else "method", explained + notes)
+
+
+def comparison_cells(row: str, result: stats.PairedComparison, q: float) -> list[dict[str, Any]]:
+    """The cells of one comparison row."""
+    n = len(result.seeds)
+    unpaired = "; ".join(result.notes)
+    seeds_text = str(n) + (f" ({len(result.unpaired)} unpaired)" if result.unpaired else "")
+    if not n or result.bootstrap is None:
+        return [text_cell(row, c, MISSING, note=unpaired or "no paired seeds")
+                for c in ("Δ acc", "95% CI", "p (bootstrap)", "q (BH)", "sig", "McNemar p")] + \
+            [text_cell(row, "seeds", seeds_text, n=0, note=unpaired)]
+    deltas = 100 * np.asarray(result.deltas)
+    boot = result.bootstrap
+    delta = text_cell(row, "Δ acc", f"{deltas.mean():+.2f}", float(deltas.mean()), n, unpaired)
+    delta["std"] = float(deltas.std(ddof=1)) if n > 1 else math.nan
+    low, high = 100 * boot.low, 100 * boot.high
+    ci = "[" + ", ".join(MISSING if math.isnan(v) else f"{v:+.2f}" for v in (low, high)) + "]"
+    mcnemar = ", ".join(f"s{s} {format_p(t.pvalue)}" for s, t in zip(result.seeds, result.mcnemar))
+    significant = not math.isnan(q) and q < SIGNIFICANCE
+    return [
+        delta,
+        text_cell(row, "95% CI", ci, n=n, low=low, high=high),
+        text_cell(row, "p (bootstrap)", format_p(boot.pvalue), boot.pvalue, n),
+        text_cell(row, "q (BH)", format_p(q), float(q), n),
+        text_cell(row, "sig", "*" if significant else "", n=n),
+        text_cell(row, "McNemar p", mcnemar, n=n),
+        text_cell(row, "seeds", seeds_text, float(n), n, unpaired),
+    ]
+
+
+def encoder_family(name: str) -> str:
+    """The model family of an encoder name (`bert`, `albert`, `electra`, `textcnn`), else the name itself."""
+    import re
+
+    base = name.lower().rstrip("/").split("/")[-1]
+    for family in ("albert", "electra", "textcnn", "bert"):
+        if re.match(rf"{family}([-_.]|$)", base):
+            return family
+    return base
+
+
+def card_papers() -> dict[str, dict[str, Any]]:
+    """The `paper` entries of every registered dataset card."""
+    from bench.data import cards  # noqa: F401  (registers the cards)
+    from bench.registry import DATASETS
+
+    return {name: dict(card.paper) for name, card in DATASETS.items() if card.paper}
+
+
+def vs_paper(frame: pd.DataFrame, papers: Mapping[str, Mapping[str, Any]] | None = None,
+             digits: int = DIGITS) -> pd.DataFrame:
+    """Our mean test accuracy next to the published numbers of the dataset cards, with the gap (ours − paper).
+
+    Card entries map to our methods by PAPER_MAP (e.g. clld_table2 `bert` -> ce, `bert+clld` ->
+    clld-adaptive); for each of our encoders, the entries of the same encoder family are shown when a source
+    has them, else all of the source's entries, noted "encoders differ"."""
+    papers = card_papers() if papers is None else papers
+    accuracy = clean_accuracy(frame)
+    need(accuracy, "clean test accuracy rows", "run `bench run` or loosen --filter")
+    values = accuracy.groupby(["dataset", "encoder", "method"])["value"].apply(list).to_dict()
+    datasets = sorted(d for d in accuracy["dataset"].unique() if papers.get(d))
+    if not datasets:
+        ours = ", ".join(sorted(accuracy["dataset"].unique()))
+        raise BenchError(f"no published numbers in the dataset cards of {ours}; cards with numbers: "
+                         f"{', '.join(sorted(papers)) or '(none)'}")
+    cells, unmapped = [], []
+    for dataset in datasets:
+        for source, entries in sorted(papers[dataset].items()):
+            mapping = PAPER_MAP.get(source, {})
+            unmapped += [f"{dataset} {source} {key}" for key in entries if key not in mapping]
+            for encoder in sorted(accuracy.loc[accuracy["dataset"] == dataset, "encoder"].unique()):
+                family = encoder_family(encoder)
+                mapped = [(k, v) for k, v in entries.items() if k in mapping]
+                same = [(k, v) for k, v in mapped if mapping[k][0] == family]
+                for key, published in same or mapped:
+                    paper_family, method = mapping[key]
+                    cells += paper_cells(f"{dataset} {encoder} · {source} {key}", method,
+                                         values.get((dataset, encoder, method), []), float(published),
+                                         paper_note(encoder, family, paper_family, source), digits)
+    notes = ["gap = ours − paper in points; — = we have no finished run of the mapped method",
+             "mapping: " + "; ".join(f"{source}: " + ", ".join(f"{k}→{m}" for k, (_, m) in entries.items())
+                                     for source, entries in PAPER_MAP.items())]
+    if unmapped:
+        notes.append("paper entries without a counterpart, left out: " + ", ".join(unmapped))
+    return make_table(cells, "Ours vs published test accuracy (%)", "dataset encoder · paper entry", notes,
+                      left=["ours", "note"])
+
+
+def paper_note(encoder: str, family: str, paper_family: str, source: str) -> str:
+    """Whether our encoder matches the paper's, plus any caveat of the source."""
+    paper_name = FAMILY_NAMES.get(paper_family, paper_family)
+    text = f"same encoder family ({paper_name})" if family == paper_family else \
+        f"encoders differ: ours {encoder}, paper {paper_name}"
+    return "; ".join([text, *([SOURCE_NOTES[source]] if source in SOURCE_NOTES else [])])
+
+
+def paper_cells(row: str, method: str, ours: list[float], published: float, note: str,
+                digits: int) -> list[dict[str, Any]]:
+    """The cells of one vs-paper row."""
+    mine = value_cell(row, "ours acc", ours, digits=digits)
+    gap = mine["mean"] - published
+    return [
+        text_cell(row, "ours", method),
+        mine,
+        text_cell(row, "paper acc", f"{published:.1f}", published),
+        text_cell(row, "gap", MISSING if math.isnan(gap) else f"{gap:+.{digits}f}", gap, mine["n"]),
+        text_cell(row, "note", note, note=note),
+    ]

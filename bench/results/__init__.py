@@ -1,0 +1,1 @@
+"""Results on disk: run folders written atomically, the gathered table, and shard leases."""

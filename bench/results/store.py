@@ -1,0 +1,239 @@
+"""The result store: one folder per run, every file written atomically, and a gathered Parquet table.
+
+A run is finished exactly when its `rows.json` exists; that file is written last.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import gzip
+import json
+import os
+import shutil
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, Iterator
+
+from bench.results import lease
+from bench.errors import BenchError
+
+ROWS = "rows.json"
+SPEC = "spec.json"
+ERROR = "error.json"
+TRAIN_LOG = "train_log.json"  # per-epoch history of a run
+TABLE = "results.parquet"
+STALE_SECONDS = 10.0  # see table_is_stale
+EVALS = "evals"  # evaluator rows of a run: evals/<evaluator>-<settings hash>.json
+CHECKPOINT = "checkpoint.pt"  # resume state of an unfinished run (removed once its rows are written)
+MODEL = "model.pt"  # the trained weights, for `bench evaluate`
+PREDICTIONS = "predictions.jsonl.gz"  # per-example test predictions (paired statistics)
+CONFUSION = "confusion.json"  # validation and test confusion matrices
+METHOD_STATE = "method_state.json"  # what a method reports about its training (e.g. CLLD's label distances)
+TSNE = "tsne.json"  # evaluator artefacts, one file each:
+CONTRAST_PREDICTIONS = "contrast_predictions.jsonl.gz"
+CHECKLIST_CASES = "checklist_cases.jsonl.gz"
+CHECKLIST_INFO = "checklist.json"
+TRANSFER_PREDICTIONS = "transfer_textfooler.jsonl.gz"
+ADVERSARIAL = "adversarial_textfooler.jsonl.gz"
+ADVERSARIAL_SETTINGS = "adversarial_textfooler.json"
+DEFAULT_RESULTS = "results"
+
+
+def results_dir(given: str | Path | None = None) -> Path:
+    """The results folder: `given` (--results-dir or a config value), else $BENCH_RESULTS_DIR, else ./results."""
+    return Path(given or os.environ.get("BENCH_RESULTS_DIR") or DEFAULT_RESULTS)
+
+
+def check_results_dir(path: Path, given_as: str = "--results-dir") -> None:
+    """A BenchError, before anything is loaded or written, unless `path` is a writable folder or can be created
+    as one; creates nothing. `given_as` says where the path came from (a flag, a config key, a variable)."""
+    path = Path(path).expanduser()
+    fix = "choose another folder with --results-dir" if given_as == "--results-dir" else \
+        f"choose another folder with --results-dir (or fix {given_as})"
+    for existing in (path, *path.absolute().parents):
+        if existing.is_symlink() and not existing.exists():
+            raise BenchError(f"results folder {path} ({given_as}) cannot be created: {existing} is a broken "
+                             f"symbolic link; {fix}")
+        if not existing.exists():
+            continue
+        if not existing.is_dir():
+            where = "is a file, not a folder" if existing == path else f"cannot be created: {existing} is a file"
+            raise BenchError(f"results folder {path} ({given_as}) {where}; {fix}")
+        if not os.access(existing, os.W_OK | os.X_OK):
+            where = "is not writable" if existing == path else f"cannot be created: {existing} is not writable"
+            raise BenchError(f"results folder {path} ({given_as}) {where}; {fix}, or give yourself write "
+                             f"permission on {existing}")
+        return
+
+
+@contextlib.contextmanager
+def atomic_path(path: Path) -> Iterator[Path]:
+    """Yield a temporary path beside `path`; on success it replaces `path` in one rename."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handle, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    os.close(handle)
+    os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; results are meant to be shared
+    try:
+        yield Path(tmp)
+        with open(tmp, "rb") as f:
+            os.fsync(f.fileno())
+        lease.guard(path)  # a runner that lost its shard's lease to another must not overwrite its files
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+
+
+def link_or_copy(source: Path, target: Path) -> None:
+    """Make `target` hold `source`'s content in one rename: a hard link (no copy; atomic writes replace files
+    rather than change them, so the two never diverge by accident), or a copy across file systems."""
+    with atomic_path(target) as tmp:
+        os.remove(tmp)
+        try:
+            os.link(source, tmp)
+        except OSError:
+            shutil.copyfile(source, tmp)
+
+
+def _umask() -> int:
+    """The process umask (read by setting and restoring it)."""
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def write_json(path: Path, data: Any) -> None:
+    """Write JSON atomically."""
+    with atomic_path(path) as tmp:
+        tmp.write_text(json.dumps(data, indent=1, ensure_ascii=False, default=_jsonable), encoding="utf-8")
+
+
+def write_jsonl_gz(path: Path, rows: list[dict[str, Any]]) -> None:
+    """Write gzip JSON Lines atomically."""
+    with atomic_path(path) as tmp, gzip.open(tmp, "wt", encoding="utf-8") as f:
+        for row in rows:
+            f.write(json.dumps(row, ensure_ascii=False, default=_jsonable) + "\n")
+
+
+def remove_temporaries(folder: Path, name: str = "*") -> None:
+    """Delete the temporary files of interrupted writes of `name` in `folder` (a process killed inside
+    `atomic_path` leaves its `.<name>.<random>.tmp`). Only where no other process may be writing them: a run
+    folder by the process running that shard, the gathered table under the lock."""
+    for tmp in folder.glob(f".{name}.*.tmp"):
+        tmp.unlink(missing_ok=True)
+
+
+def read_json(path: Path) -> Any:
+    """Read a JSON file."""
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def atomic_torch_save(obj: Any, path: Path) -> None:
+    """torch.save atomically (a killed save leaves the previous checkpoint intact)."""
+    import torch
+
+    with atomic_path(path) as tmp:
+        torch.save(obj, tmp)
+
+
+def _jsonable(value: Any) -> Any:
+    """JSON fallback for NumPy scalars and arrays."""
+    if hasattr(value, "tolist"):
+        return value.tolist()
+    raise TypeError(f"cannot serialise {type(value).__name__}")
+
+
+def is_finished(run_dir: Path) -> bool:
+    """Whether the run's rows have been written."""
+    return (run_dir / ROWS).is_file()
+
+
+def reset_run(run_dir: Path) -> None:
+    """Empty a run folder (used by --overwrite, by the holder of the shard's lease): everything but the lease."""
+    if not run_dir.exists():
+        return
+    for entry in run_dir.iterdir():
+        if lease.is_lease_file(entry.name):
+            continue
+        if entry.is_dir() and not entry.is_symlink():
+            shutil.rmtree(entry)
+        else:
+            entry.unlink(missing_ok=True)
+
+
+@contextlib.contextmanager
+def locked(results_dir: Path) -> Iterator[None]:
+    """An exclusive lock on the results folder (serialises writers of the gathered table)."""
+    results_dir.mkdir(parents=True, exist_ok=True)
+    with open(results_dir / ".lock", "w") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def finished_rows(results_dir: Path) -> list[dict[str, Any]]:
+    """Every row of every finished run under `results_dir`, ordered by run key."""
+    rows: list[dict[str, Any]] = []
+    for path in sorted(results_dir.glob(f"*/{ROWS}")):
+        rows.extend(run_rows(path.parent))
+    return rows
+
+
+def run_rows(run_dir: Path) -> list[dict[str, Any]]:
+    """A finished run's rows: training/clean rows, then each stored evaluation's rows (file-name order), these
+    with `eval_version`, the evaluator's version from the evaluation's stored settings."""
+    rows = list(read_json(run_dir / ROWS))
+    for evaluation in sorted((run_dir / EVALS).glob("*.json")):
+        if not evaluation.name.endswith(".error.json"):
+            stored = read_json(evaluation)
+            version = (stored.get("settings") or {}).get("version")
+            rows.extend(row if version is None else {**row, "eval_version": version} for row in stored["rows"])
+    return rows
+
+
+def gather(results_dir: Path) -> Path:
+    """Rebuild `results.parquet` from all finished runs (under the lock, atomically); returns its path."""
+    import pandas as pd
+
+    target = results_dir / TABLE
+    with locked(results_dir):
+        remove_temporaries(results_dir, TABLE)  # of gathers killed while holding the lock
+        started = time.time()
+        frame = pd.DataFrame(finished_rows(results_dir))
+        with atomic_path(target) as tmp:
+            frame.to_parquet(tmp, index=False)
+            os.utime(tmp, (started, started))  # the table is as of its reading (see table_is_stale)
+    return target
+
+
+def table_is_stale(results_dir: Path, run_dir: Path) -> bool:
+    """Whether the gathered table may lack a finished run's current rows: it is missing, or it was read before
+    the run's rows or evaluations were last written (the writer was killed before it gathered). A margin of
+    STALE_SECONDS covers a rename that lands while another process gathers; at worst it costs a needless gather
+    of a run that finished moments before the last one."""
+    try:
+        gathered = (results_dir / TABLE).stat().st_mtime
+    except FileNotFoundError:
+        return True
+    written = [run_dir / ROWS, *(run_dir / EVALS).glob("*.json")]
+    return max((p.stat().st_mtime for p in written if p.exists()), default=0.0) > gathered - STALE_SECONDS
+
+
+def find_runs(results_dir: Path, patterns: list[str]) -> list[Path]:
+    """Run folders matching run keys, glob patterns (`ce_mr_*`) or folder paths; unknown ones are an error."""
+    found: list[Path] = []
+    for pattern in patterns:
+        as_path = Path(pattern).expanduser()
+        if (as_path / SPEC).is_file():
+            found.append(as_path)
+            continue
+        matches = sorted(p.parent for p in results_dir.glob(f"{pattern}/{SPEC}"))
+        if not matches:
+            raise BenchError(f"no run {pattern!r} under {results_dir} (see `ls {results_dir}`; give "
+                             "--results-dir if the runs are elsewhere)")
+        found.extend(matches)
+    return list(dict.fromkeys(found))

@@ -1,0 +1,208 @@
+"""Run evaluators on a trained run (right after training, or later from its saved model) and store their
+rows in the run folder: `evals/<evaluator>-<settings hash>.json`, one file per evaluator and settings."""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+import traceback
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import torch
+
+import bench.evaluators  # noqa: F401  (registers the evaluators)
+from bench.results import store
+from bench.data.loading import TextData, load_dataset, source_data_dir
+from bench.errors import BenchError, SkipEvaluator
+from bench.evaluators.base import Classifier, EvalContext, EvalOptions, Evaluator, hash_settings
+from bench.evaluators.model import MODEL_FILE, ModelClassifier, load_model, require_model
+from bench.running.provenance import provenance
+from bench.registry import EVALUATORS
+from bench.spec import RunSpec
+
+log = logging.getLogger(__name__)
+CACHE = ".cache"
+
+
+@dataclass
+class EvalOutcome:
+    """How one evaluator ended on one run: done, cached (stored earlier), skipped (with reason) or failed."""
+
+    run_key: str
+    evaluator: str
+    status: str
+    message: str = ""
+    seconds: float = 0.0
+    rows: list[dict[str, Any]] = field(default_factory=list)
+
+
+def build_evaluators(names: list[str]) -> list[Evaluator]:
+    """An instance of each named evaluator."""
+    return [EVALUATORS.get(name)() for name in names]
+
+
+def evaluation_path(run_dir: Path, evaluator: Evaluator, options: EvalOptions) -> Path:
+    """Where an evaluator's rows for these settings are stored in a run folder."""
+    return run_dir / store.EVALS / f"{evaluator.name}-{evaluator.settings_hash(options)}.json"
+
+
+def artefact_folder(run_dir: Path, evaluator: Evaluator, options: EvalOptions) -> Path:
+    """Where the per-example files of one evaluation are kept: evals/<evaluator>-<settings hash>/. The files
+    under their plain names in the run folder are those of the settings evaluated (or asked for) last."""
+    return evaluation_path(run_dir, evaluator, options).with_suffix("")
+
+
+def keep_artefacts(run_dir: Path, evaluator: Evaluator, options: EvalOptions) -> None:
+    """Keep this evaluation's files in its own folder, so that evaluating other settings never loses them."""
+    folder = artefact_folder(run_dir, evaluator, options)
+    for name in evaluator.artefacts(options):
+        if (run_dir / name).is_file():  # one not written leaves the evaluation incomplete (see is_done)
+            store.link_or_copy(run_dir / name, folder / name)
+
+
+def restore_artefacts(run_dir: Path, evaluator: Evaluator, options: EvalOptions) -> None:
+    """Put a stored evaluation's files back under their plain names (they are what was asked for now)."""
+    folder = artefact_folder(run_dir, evaluator, options)
+    for name in evaluator.artefacts(options):
+        store.link_or_copy(folder / name, run_dir / name)
+
+
+def adopt_unkept_files(run_dir: Path, evaluator: Evaluator, names: tuple[str, ...]) -> None:
+    """Files under their plain names that no evaluation folder holds (written before files were kept per
+    settings) go to the folder of the evaluation that wrote them: the first one stored after the file (an
+    evaluation wrote its files, then its rows)."""
+    unkept = [run_dir / n for n in names if (run_dir / n).is_file() and (run_dir / n).stat().st_nlink == 1]
+    if not unkept:
+        return
+    stored = sorted((p for p in (run_dir / store.EVALS).glob(f"{evaluator.name}-*.json")
+                     if not p.name.endswith(".error.json") and store.read_json(p).get("status") == "done"),
+                    key=lambda p: p.stat().st_mtime)
+    for file in unkept:
+        owner = next((p for p in stored if p.stat().st_mtime >= file.stat().st_mtime), None)
+        if owner is not None and not (owner.with_suffix("") / file.name).exists():
+            store.link_or_copy(file, owner.with_suffix("") / file.name)
+
+
+def is_done(run_dir: Path, evaluator: Evaluator, options: EvalOptions) -> bool:
+    """Whether the evaluation is stored as finished with every file the options ask for (a stored skip is
+    retried: the missing resource may exist now)."""
+    path = evaluation_path(run_dir, evaluator, options)
+    if not (path.is_file() and store.read_json(path).get("status") == "done"):
+        return False
+    names = evaluator.artefacts(options)
+    adopt_unkept_files(run_dir, evaluator, names)
+    folder = artefact_folder(run_dir, evaluator, options)
+    return all((folder / name).is_file() for name in names)
+
+
+def evaluate_run(spec: RunSpec, data: TextData, classifier: Classifier, run_dir: Path, evaluators: list[Evaluator],
+                 options: EvalOptions, device: torch.device, overwrite: bool = False,
+                 explicit: bool = True) -> list[EvalOutcome]:
+    """Run each evaluator on a trained classifier unless its rows for these settings are stored already."""
+    outcomes = []
+    for evaluator in evaluators:
+        path = evaluation_path(run_dir, evaluator, options)
+        if not overwrite and is_done(run_dir, evaluator, options):
+            restore_artefacts(run_dir, evaluator, options)
+            outcomes.append(EvalOutcome(spec.key, evaluator.name, "cached", rows=store.read_json(path)["rows"]))
+            continue
+        outcomes.append(run_one(spec, data, classifier, run_dir, evaluator, options, device, path, explicit))
+    return outcomes
+
+
+def run_one(spec: RunSpec, data: TextData, classifier: Classifier, run_dir: Path, evaluator: Evaluator,
+            options: EvalOptions, device: torch.device, path: Path, explicit: bool = True) -> EvalOutcome:
+    """One evaluator on one run; its rows (or its skip reason) are written atomically, failures recorded."""
+    ctx = EvalContext(classifier, data, run_dir, run_dir.parent / CACHE, spec.seed, options, spec.key,
+                      run_dir.parent, explicit)
+    adopt_unkept_files(run_dir, evaluator, evaluator.artefacts(options))  # about to be replaced: keep them
+    started = time.perf_counter()
+    status, reason, records = "done", "", []
+    try:
+        reason = evaluator.skip_reason(ctx) or ""
+        if reason:
+            status = "skipped"
+        else:
+            torch.manual_seed(spec.seed)
+            records = evaluator.evaluate(ctx)
+    except SkipEvaluator as exc:
+        status, reason = "skipped", str(exc)
+    except BenchError as exc:
+        return record_failure(spec, evaluator, path, str(exc), "", started)
+    except Exception as exc:  # a bug: keep the traceback beside the run, go on with the next evaluator
+        return record_failure(spec, evaluator, path, f"{exc.__class__.__name__}: {exc}", traceback.format_exc(),
+                              started)
+    seconds = time.perf_counter() - started
+    if status == "skipped":
+        records = [{"split": "", "metric": "skipped", "value": math.nan, "n": 0, "label": "", "note": reason}]
+    settings = evaluator.settings(options)  # may fingerprint files (attack data, vectors): once per evaluation
+    meta = {"config_hash": spec.config_hash, "method_version": spec.method_version,
+            "data_fingerprint": spec.data_fingerprint, "eval_hash": hash_settings(settings),
+            "eval_seconds": round(seconds, 2), **provenance(device),
+            "finished_at": datetime.now(timezone.utc).isoformat()}
+    rows = [row_for(spec, evaluator.name, record, meta) for record in records]
+    if status == "done":
+        keep_artefacts(run_dir, evaluator, options)  # before the rows: a stored "done" has its files
+    store.write_json(path, {"status": status, "reason": reason, "settings": settings, "rows": rows})
+    path.with_suffix(".error.json").unlink(missing_ok=True)
+    return EvalOutcome(spec.key, evaluator.name, status, reason, seconds, rows)
+
+
+def record_failure(spec: RunSpec, evaluator: Evaluator, path: Path, reason: str, trace: str,
+                   started: float) -> EvalOutcome:
+    """Write `<evaluation>.error.json` (no rows) and report the failure."""
+    store.write_json(path.with_suffix(".error.json"), {"evaluator": evaluator.name, "reason": reason,
+                                                       "traceback": trace,
+                                                       "at": datetime.now(timezone.utc).isoformat()})
+    return EvalOutcome(spec.key, evaluator.name, "failed", reason, time.perf_counter() - started)
+
+
+def row_for(spec: RunSpec, evaluator: str, record: dict[str, Any], meta: dict[str, Any]) -> dict[str, Any]:
+    """A tidy result row: the run's identity, the evaluator's record, then `meta` (settings hash, timing,
+    provenance), shared by all rows of one evaluation."""
+    return {"run_key": spec.key, "method": spec.method, "dataset": spec.dataset, "encoder": spec.encoder,
+            "seed": spec.seed, "evaluator": evaluator, "label": "", "note": "", **record, **meta}
+
+
+# ----------------------------------------------------------------------------------------------- saved runs
+
+def data_for_run(run_dir: Path, spec: RunSpec, data_dir: str | None) -> TextData:
+    """Reload the run's dataset (same carve) and check it is the data the run was trained on."""
+    recorded = store.read_json(run_dir / store.SPEC).get("data", {})
+    source = str(recorded.get("source", ""))
+    candidates: list[str | None] = [data_dir] if data_dir else []
+    recorded_dir = source_data_dir(source)
+    if recorded_dir:
+        candidates.append(recorded_dir)
+    name = source[len("folder:"):] if source.startswith("folder:") else spec.dataset
+    *earlier, last = candidates or [None]
+    for candidate in earlier:  # the first folder that has the dataset wins; the last one's error is reported
+        try:
+            data = load_dataset(name, candidate, spec.train.data_seed, spec.train.val_fraction)
+            break
+        except BenchError:
+            continue
+    else:
+        data = load_dataset(name, last, spec.train.data_seed, spec.train.val_fraction)
+    data.require_fingerprint(spec.data_fingerprint, f"run {spec.key}", "point --data-dir at the original files")
+    return data
+
+
+def load_run_classifier(run_dir: Path, spec: RunSpec, data: TextData, device: torch.device) -> ModelClassifier:
+    """The run's trained classifier, rebuilt from its encoder and saved weights (no retraining)."""
+    from bench.data.batching import auto_bucket
+    from bench.encoders.models import build_encoder
+    from bench.training.trainer import autocast_dtype
+    from bench.methods.base import Method
+
+    require_model(run_dir / MODEL_FILE)  # before the (slow) encoder build
+    bundle = build_encoder(spec.encoder, data.train.texts, spec.train)
+    method = Method(bundle.model, data.num_labels, head_dropout=spec.train.head_dropout)
+    load_model(method, run_dir / MODEL_FILE)
+    return ModelClassifier(method, bundle, data.label_names, device,
+                           amp_dtype=autocast_dtype(spec.train.precision, device),
+                           bucket=auto_bucket(device.type, compiled=False), max_width=spec.train.max_length)

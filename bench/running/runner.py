@@ -1,0 +1,220 @@
+"""Expand methods x datasets x encoders x seeds into shards and run them locally (in-process or in a
+pool of worker processes, each pinned to one GPU; `shards_per_gpu` workers share each GPU).
+SLURM submission is in bench.running.executors."""
+
+from __future__ import annotations
+
+import logging
+import multiprocessing
+import os
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+import bench.methods  # noqa: F401  (registers the methods)
+from bench.results import store
+from bench.data.loading import DataRef, TextData, data_ref, load_dataset
+from bench.encoders.models import canonical_encoder, check_encoder
+from bench.errors import BenchError
+from bench.registry import DATASETS, METHODS
+from bench.spec import method_config
+from bench.running.shard import CHECKPOINT, ShardOutcome, ShardRequest, run_shard
+from bench.spec import RunSpec, TrainConfig
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Shard:
+    """One unit of work: a spec, the loaded data it trains on, and how a job elsewhere reloads that data."""
+
+    spec: RunSpec
+    data: TextData
+    source: DataRef | None = None
+
+
+def train_config(dataset: str, overrides: dict[str, Any]) -> TrainConfig:
+    """Settings for a dataset: TrainConfig defaults < the card's `defaults` < explicit overrides."""
+    card_defaults = DATASETS.get(dataset).defaults if dataset in DATASETS else {}
+    unknown = set(card_defaults) - set(TrainConfig.field_names())
+    if unknown:
+        raise BenchError(f"dataset card {dataset!r} has unknown defaults {sorted(unknown)}")
+    return TrainConfig(**{**card_defaults, **overrides})
+
+
+def run_spec(method: str, data: TextData, encoder: str, seed: int, cfg: TrainConfig,
+             config: tuple[tuple[str, Any], ...]) -> RunSpec:
+    """The spec of one shard, stamped with the method's current version."""
+    return RunSpec(method, data.name, encoder, seed, data.fingerprint, cfg, config, METHODS.get(method).version)
+
+
+def plan(method_names: list[str], dataset_names: list[str], encoder_names: list[str], seeds: list[int],
+         overrides: dict[str, Any], data_dir: str | None,
+         method_knobs: dict[str, dict[str, Any]] | None = None, results_dir: Path = Path("results"),
+         request: ShardRequest = ShardRequest()) -> list[Shard]:
+    """Check every name, load every dataset once, and list the shards in a stable order.
+
+    `overrides` are training settings; `method_knobs` maps a method to its changed knobs; the evaluators
+    in `request` check their options against each dataset before anything runs.
+    """
+    from bench.data.loading import FOLDER
+    from bench.running.evaluation import build_evaluators
+
+    if not (method_names and dataset_names and encoder_names and seeds):
+        raise BenchError("nothing to run: give at least one method, dataset, encoder and seed")
+    method_names = [METHODS.canonical(m) for m in method_names]
+    method_knobs = method_knobs or {}
+    configs = {m: method_config(m, method_knobs.get(m, {})) for m in method_names}
+    encoder_names = [canonical_encoder(e) for e in encoder_names]
+    for encoder in encoder_names:
+        check_encoder(encoder)
+    shards = []
+    for dataset in dataset_names:
+        cfg = train_config(dataset, overrides)
+        data = load_dataset(dataset, data_dir, cfg.data_seed, cfg.val_fraction)
+        found = data.source[len(FOLDER):] if data.source.startswith(FOLDER) else dataset  # e.g. DIR/NAME
+        source = data_ref(found, data_dir, cfg.data_seed, cfg.val_fraction)
+        for evaluator in build_evaluators(list(request.evaluators)):
+            evaluator.check(request.options, data, results_dir)
+        for method in method_names:
+            method_class = METHODS.get(method)
+            method_class.validate(method_class.Config(**dict(configs[method])), data.label_names, results_dir)
+            for encoder in encoder_names:
+                for seed in seeds:
+                    shards.append(Shard(run_spec(method, data, encoder, seed, cfg, configs[method]), data, source))
+    keys = [s.spec.key for s in shards]
+    if len(set(keys)) != len(keys):
+        raise BenchError("two requested shards have the same key (a name given twice?)")
+    return shards
+
+
+def _die_with_parent(parent: int) -> None:
+    """Have Linux kill this worker when the sweep's main process dies (no orphans holding a GPU or racing a
+    re-run on the same shards); elsewhere a no-op."""
+    try:
+        import ctypes
+        import signal
+
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # 1 = PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        return
+    if os.getppid() != parent:  # the parent died before the request was made
+        os._exit(1)
+
+
+def _init_worker(gpu_ids: Any, threads: int, parent: int | None = None) -> None:
+    """Pin a pool worker to one GPU (via CUDA_VISIBLE_DEVICES) and a share of the CPU threads; it dies with
+    the main process."""
+    import torch
+
+    if parent is not None:
+        _die_with_parent(parent)
+    if gpu_ids is not None:
+        os.environ["CUDA_VISIBLE_DEVICES"] = str(gpu_ids.get())
+    torch.set_num_threads(threads)
+
+
+def _run_in_worker(shard: Shard, results_dir: Path, device: str, overwrite: bool,
+                   request: ShardRequest) -> ShardOutcome:
+    return run_shard(shard.spec, shard.data, results_dir, device, overwrite, progress=False, request=request)
+
+
+def worker_gpus(jobs: int, gpu_count: int, shards_per_gpu: int = 1) -> list[int | None]:
+    """The GPU of each pool worker (None: CPU). `shards_per_gpu` K > 1 asks for K workers per GPU (K on the
+    CPU when there is no GPU), or `jobs` workers if more; workers are dealt to GPUs round-robin."""
+    if shards_per_gpu < 1:
+        raise BenchError("--shards-per-gpu must be >= 1")
+    workers = max(jobs, max(gpu_count, 1) * shards_per_gpu) if shards_per_gpu > 1 else jobs
+    return [i % gpu_count if gpu_count else None for i in range(workers)]
+
+
+def cpu_count() -> int:
+    """CPUs this process may use: its CPU affinity, and under SLURM no more than the task's allocation (a
+    cluster without CPU binding lets a task see every core of the node)."""
+    try:
+        usable = len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        usable = os.cpu_count() or 1
+    allocated = slurm_cpus()
+    return min(usable, allocated) if allocated else usable
+
+
+def slurm_cpus() -> int | None:
+    """CPUs SLURM allocated to this task (SLURM_CPUS_PER_TASK, else the job's SLURM_CPUS_ON_NODE); None outside
+    SLURM."""
+    for name in ("SLURM_CPUS_PER_TASK", "SLURM_CPUS_ON_NODE"):
+        value = os.environ.get(name, "")
+        if value.isdigit() and int(value) > 0:
+            return int(value)
+    return None
+
+
+def execute(shards: list[Shard], results_dir: Path, jobs: int = 1, device: str = "auto",
+            overwrite: bool = False, progress: bool = True,
+            report: Callable[[int, int, ShardOutcome], None] | None = None,
+            request: ShardRequest = ShardRequest(), shards_per_gpu: int = 1) -> list[ShardOutcome]:
+    """Run shards (skipping finished ones unless `overwrite`); a failed shard never stops the others.
+
+    Several workers (`jobs`, or `shards_per_gpu` per GPU) run in spawned processes, each pinned to one GPU.
+    Every shard is claimed by `run_shard` itself (bench.results.lease), in whichever process runs it -- here, a pool
+    worker or a SLURM array task (bench.running.executors calls this) -- so a shard that another live runner holds on
+    the same results folder is left to it (outcome `held`), and one whose holder died is taken over.
+    """
+    report = report or (lambda i, n, o: None)
+    outcomes: list[ShardOutcome] = []
+    if max(jobs, shards_per_gpu) <= 1 or len(shards) <= 1:
+        for i, shard in enumerate(shards, start=1):
+            outcomes.append(run_shard(shard.spec, shard.data, results_dir, device, overwrite, progress,
+                                      request=request))
+            report(i, len(shards), outcomes[-1])
+        return outcomes
+    import torch
+
+    context = multiprocessing.get_context("spawn")
+    gpu_count = torch.cuda.device_count() if device in ("auto", "cuda") else 0
+    slots = worker_gpus(jobs, gpu_count, shards_per_gpu)
+    workers = min(len(slots), len(shards))
+    gpu_ids = None
+    if gpu_count:
+        gpu_ids = context.Manager().Queue()
+        for gpu in slots[:workers]:
+            gpu_ids.put(gpu)
+    threads = max(1, cpu_count() // workers)
+    worker_device = "cuda" if gpu_count else device
+    pending, done_count = list(shards), 0
+    for attempt in range(2):  # a pool broken by a dead worker is replaced once; the retry resumes checkpoints
+        broken: list[Shard] = []
+        with ProcessPoolExecutor(max_workers=min(workers, len(pending)), mp_context=context,
+                                 initializer=_init_worker, initargs=(gpu_ids, threads, os.getpid())) as pool:
+            futures = {pool.submit(_run_in_worker, shard, results_dir, worker_device,
+                                   retry_overwrite(shard, results_dir, overwrite, attempt), request): shard
+                       for shard in pending}
+            for future in as_completed(futures):
+                try:
+                    outcome = future.result()
+                except Exception as exc:  # the worker process itself died (killed, out of memory)
+                    if attempt == 0:
+                        broken.append(futures[future])
+                        continue
+                    outcome = ShardOutcome(futures[future].spec.key, "failed", f"worker died: {exc}")
+                done_count += 1
+                outcomes.append(outcome)
+                report(done_count, len(shards), outcome)
+        if not broken:
+            break
+        log.warning("a worker process died; %d shard(s) go to a fresh pool", len(broken))
+        pending = broken
+        if gpu_ids is not None:
+            for gpu in slots[:min(workers, len(pending))]:
+                gpu_ids.put(gpu)
+    return outcomes
+
+
+def retry_overwrite(shard: Shard, results_dir: Path, overwrite: bool, attempt: int) -> bool:
+    """Whether a shard is recomputed from scratch: as asked on the first attempt; on a retry never when it had
+    started in this sweep (its checkpoint resumes it, or its rows are already there)."""
+    if attempt == 0 or not overwrite:
+        return overwrite
+    run_dir = results_dir / shard.spec.key
+    return not ((run_dir / CHECKPOINT).exists() or store.is_finished(run_dir))

@@ -1,0 +1,256 @@
+"""One shard: train one RunSpec, evaluate it on clean test data, and store its results atomically."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import time
+import traceback
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from sklearn.metrics import confusion_matrix
+
+import bench.methods  # noqa: F401  (registers the methods)
+from bench.results import lease, store
+from bench.data.batching import Encoded, auto_bucket
+from bench.training.compile import compile_encoder
+from bench.data.loading import TextData
+from bench.encoders.models import build_encoder
+from bench.errors import BenchError
+from bench.running.evaluation import (EvalOutcome, build_evaluators, evaluate_run, is_done,
+                              load_run_classifier)
+from bench.evaluators.base import EvalOptions
+from bench.evaluators.model import MODEL_FILE, ModelClassifier, save_model
+from bench.evaluators.metrics import classification_records, collapse_note, softmax
+from bench.running.provenance import provenance
+from bench.registry import METHODS
+from bench.spec import RunSpec
+from bench.training.token_cache import tokenize_cached
+from bench.training.trainer import Trainer, resolve_device, seed_everything
+from bench.methods.base import PrepareContext
+
+log = logging.getLogger(__name__)
+CHECKPOINT = store.CHECKPOINT
+CACHE = ".cache"  # under the results folder: augmented views shared by runs on the same data and seed
+
+
+@dataclass
+class ShardOutcome:
+    """How a shard ended: `done`, `skipped` (already finished), `held` (another live runner holds its lease and
+    trains it; not a failure) or `failed` (with the reason)."""
+
+    key: str
+    status: str
+    message: str = ""
+    seconds: float = 0.0
+    rows: list[dict[str, Any]] = field(default_factory=list)
+    evaluations: list[Any] = field(default_factory=list)  # EvalOutcome per requested evaluator
+
+
+def ids_digest(ids: list[str]) -> str:
+    """A short hash of a list of example ids (records which examples formed a split)."""
+    return hashlib.sha256(json.dumps(ids).encode()).hexdigest()[:12]
+
+
+@dataclass(frozen=True)
+class ShardRequest:
+    """What to do with a shard besides training: which evaluators, their options, whether to keep the model."""
+
+    evaluators: tuple[str, ...] = ()
+    options: EvalOptions = field(default_factory=EvalOptions)
+    save_model: bool = True
+    explicit: bool = True  # evaluators named by the user (False: the default, every evaluator that fits)
+    compile: bool = False  # torch.compile the encoder (speed only: not part of the run key)
+    length_bucket: int | None = None  # batch widths rounded up to a multiple of this; None: `auto_bucket`
+
+
+def run_shard(spec: RunSpec, data: TextData, results_dir: Path, device: str = "auto",
+              overwrite: bool = False, progress: bool = True, gather: bool = True,
+              request: ShardRequest = ShardRequest()) -> ShardOutcome:
+    """Run one shard unless it is already finished (then only its missing evaluations) or another live runner
+    holds its lease (then it is left to that runner: status `held`); failures are recorded, never raised.
+
+    Everything this writes into the run folder (tidying up, --overwrite's reset, the checkpoint's load and
+    removal, results, evaluations) happens while it holds the shard's lease (bench.results.lease); a finished shard
+    with nothing to tend is skipped without one."""
+    run_dir = results_dir / spec.key
+    if not overwrite and store.is_finished(run_dir) and not needs_tending(run_dir, request):
+        outcome = ShardOutcome(spec.key, "skipped", "already finished", rows=store.read_json(run_dir / store.ROWS))
+        if gather and store.table_is_stale(results_dir, run_dir):
+            store.gather(results_dir)
+        return outcome
+    try:
+        claim = lease.acquire(run_dir)
+    except lease.Held as held:
+        if not overwrite and store.is_finished(run_dir):  # its holder evaluates or tidies it: left to it
+            return ShardOutcome(spec.key, "skipped", f"already finished; {held.info.holder} holds it (evaluating "
+                                f"or tidying up), left to it", rows=store.read_json(run_dir / store.ROWS))
+        return ShardOutcome(spec.key, "held", held.info.describe())
+    started = time.perf_counter()
+    try:
+        with claim:  # released when the shard ends, done or failed
+            if overwrite:
+                store.reset_run(run_dir)
+            tidy(run_dir)
+            if store.is_finished(run_dir):  # finished by another runner before this one got the lease
+                outcome = ShardOutcome(spec.key, "skipped", "already finished",
+                                       rows=store.read_json(run_dir / store.ROWS))
+                outcome.evaluations = evaluate_finished(spec, data, run_dir, device, request)
+            else:
+                try:
+                    rows, evaluations, warning = train_and_evaluate(spec, data, run_dir, device, progress, started,
+                                                                    request)
+                except lease.LeaseLost:
+                    raise
+                except BenchError as exc:
+                    return fail(run_dir, spec, str(exc), "", started)
+                except Exception as exc:  # a bug or an environment problem: keep the traceback with the run
+                    return fail(run_dir, spec, f"{exc.__class__.__name__}: {exc}", traceback.format_exc(), started)
+                outcome = ShardOutcome(spec.key, "done", warning, seconds=time.perf_counter() - started,
+                                       rows=rows, evaluations=evaluations)
+    except lease.LeaseLost as exc:  # stalled past the lease timeout: another runner has the shard now
+        return ShardOutcome(spec.key, "held", str(exc), time.perf_counter() - started)
+    if gather and (outcome.status == "done" or any(e.status in ("done", "skipped") for e in outcome.evaluations)
+                   or store.table_is_stale(results_dir, run_dir)):
+        store.gather(results_dir)
+    return outcome
+
+
+def needs_tending(run_dir: Path, request: ShardRequest) -> bool:
+    """Whether a finished run has anything left to write or clean up (a requested evaluation it lacks, debris
+    of a killed process, a lease), which takes its lease; else it is skipped without one."""
+    evals = run_dir / store.EVALS
+    if (run_dir / CHECKPOINT).exists() or any(run_dir.glob(f".{lease.LEASE}*")) or (run_dir / lease.LEASE).exists():
+        return True
+    if any(run_dir.glob(".*.*.tmp")) or any(evals.glob(".*.*.tmp")) or any(evals.glob("*/.*.*.tmp")):
+        return True
+    return any(not is_done(run_dir, e, request.options) for e in build_evaluators(list(request.evaluators)))
+
+
+def tidy(run_dir: Path) -> None:
+    """Remove what a process killed in this run left behind: temporary files of interrupted writes, the
+    resume checkpoint of a finished run (killed between writing the rows and removing it), and old leftovers of
+    lease take-overs. Only the holder of the shard's lease writes into its folder, and this runs while holding
+    it, so none of these files can be in use."""
+    evals = run_dir / store.EVALS
+    for folder in (run_dir, evals, *(sorted(p for p in evals.glob("*") if p.is_dir()) if evals.is_dir() else [])):
+        store.remove_temporaries(folder)
+    lease.remove_graves(run_dir)
+    if store.is_finished(run_dir):
+        (run_dir / CHECKPOINT).unlink(missing_ok=True)
+
+
+def evaluate_finished(spec: RunSpec, data: TextData, run_dir: Path, device_name: str,
+                      request: ShardRequest) -> list[EvalOutcome]:
+    """The requested evaluations a finished run lacks, computed from its saved model (no retraining)."""
+    evaluators = build_evaluators(list(request.evaluators))
+    missing = [e for e in evaluators if not is_done(run_dir, e, request.options)]
+    if not missing:
+        return []
+    if not (run_dir / MODEL_FILE).is_file():
+        return [EvalOutcome(spec.key, e.name, "no-model", "the run has no saved model (trained with "
+                            "--no-save-model or by an older version); re-run it with --overwrite") for e in missing]
+    try:
+        device = resolve_device(device_name)
+        classifier = load_run_classifier(run_dir, spec, data, device)
+    except BenchError as exc:
+        return [EvalOutcome(spec.key, e.name, "failed", str(exc)) for e in missing]
+    return evaluate_run(spec, data, classifier, run_dir, missing, request.options, device,
+                        explicit=request.explicit)
+
+
+def fail(run_dir: Path, spec: RunSpec, reason: str, trace: str, started: float) -> ShardOutcome:
+    """Record a failed shard in `error.json` (no result rows) and report it."""
+    store.write_json(run_dir / store.ERROR, {"key": spec.key, "reason": reason, "traceback": trace,
+                                            "at": datetime.now(timezone.utc).isoformat()})
+    return ShardOutcome(spec.key, "failed", reason, time.perf_counter() - started)
+
+
+def train_and_evaluate(spec: RunSpec, data: TextData, run_dir: Path, device_name: str, progress: bool,
+                       started: float, request: ShardRequest = ShardRequest()
+                       ) -> tuple[list[dict[str, Any]], list[EvalOutcome], str]:
+    """Train, predict on test, write the run folder, then run the requested evaluators; returns the clean
+    result rows, the evaluator outcomes and a warning about the result ("" when there is none)."""
+    run_dir.mkdir(parents=True, exist_ok=True)
+    (run_dir / store.ERROR).unlink(missing_ok=True)
+    store.write_json(run_dir / store.SPEC, {
+        **spec.to_json(), "data": data.describe(),
+        "split_ids": {s: ids_digest(getattr(data, s).ids) for s in ("train", "validation", "test")},
+    })
+    device = resolve_device(device_name)
+    seed_everything(spec.seed, deterministic=device.type == "cpu")
+    bucket = request.length_bucket if request.length_bucket is not None else auto_bucket(device.type, request.compile)
+    phases: dict[str, float] = {}  # the fixed cost of a shard, besides training: seconds per phase
+    clock = time.perf_counter()
+    bundle = build_encoder(spec.encoder, data.train.texts, spec.train)
+    method_class = METHODS.get(spec.method)
+    method = method_class(bundle.model, data.num_labels, method_class.Config(**dict(spec.method_config)),
+                          head_dropout=spec.train.head_dropout)
+    phases["build_seconds"] = time.perf_counter() - clock
+    clock = time.perf_counter()
+    method.prepare(PrepareContext(data.train.texts, data.label_names, bundle, spec.seed,
+                                  cache_dir=run_dir.parent / CACHE, results_dir=run_dir.parent, spec=spec,
+                                  bucket=bucket, max_width=spec.train.max_length))
+    phases["prepare_seconds"] = time.perf_counter() - clock
+    clock = time.perf_counter()
+    identity = {"encoder": spec.encoder, "tokenizer": bundle.info.get("source", ""), "data": data.fingerprint,
+                "max_length": spec.train.max_length, "carve": [spec.train.data_seed, spec.train.val_fraction]}
+    encoded = {s: Encoded(tokenize_cached(bundle, getattr(data, s).texts, run_dir.parent / CACHE, identity),
+                          getattr(data, s).labels) for s in ("train", "validation", "test")}
+    phases["tokenize_seconds"] = time.perf_counter() - clock
+    compiled = compile_encoder(method.encoder) if request.compile else ""
+    trainer = Trainer(method, spec.train, device, bundle.pad_id, spec.seed, bundle.min_length,
+                      checkpoint=run_dir / CHECKPOINT, progress=progress, desc=spec.key, bucket=bucket)
+    fit = trainer.fit(encoded["train"], encoded["validation"])
+    clock = time.perf_counter()
+    probabilities = softmax(trainer.require_finite_outputs(trainer.predict(encoded["test"]), "test"))
+    predicted = probabilities.argmax(1)
+    phases["test_seconds"] = time.perf_counter() - clock
+    collapsed = collapse_note(data.test.labels, predicted, data.label_names)
+    wall = time.perf_counter() - started
+    names = data.label_names
+
+    store.write_jsonl_gz(run_dir / store.PREDICTIONS, [
+        {"id": i, "gold": names[g], "predicted": names[p], "probabilities": np.round(pr, 6).tolist()}
+        for i, g, p, pr in zip(data.test.ids, data.test.labels, predicted, probabilities)])
+    best_val_confusion = fit.history[fit.best_epoch - 1]["val_confusion"] if fit.best_epoch else None
+    store.write_json(run_dir / store.CONFUSION, {
+        "labels": names,
+        "test": confusion_matrix(data.test.labels, predicted, labels=range(len(names))).tolist(),
+        "validation": best_val_confusion})
+    store.write_json(run_dir / store.TRAIN_LOG, {
+        "history": fit.history, "best_epoch": fit.best_epoch, "best_val_accuracy": fit.best_val_accuracy,
+        "resumed_from_epoch": fit.resumed_from_epoch, "stopped_early": fit.stopped_early,
+        "encoder": bundle.info, "phases": {k: round(v, 3) for k, v in phases.items()},
+        "compiled": compiled, "length_bucket": bucket, "collapsed": collapsed})
+    if fit.method_state:
+        store.write_json(run_dir / store.METHOD_STATE, fit.method_state)
+
+    base = {"run_key": spec.key, "method": spec.method, "dataset": spec.dataset, "encoder": spec.encoder,
+            "seed": spec.seed, "evaluator": "clean"}
+    meta = {"config_hash": spec.config_hash, "method_version": spec.method_version,
+            "data_fingerprint": spec.data_fingerprint, "best_epoch": fit.best_epoch, "epochs_run": len(fit.history),
+            "wall_seconds": round(wall, 2),
+            "train_seconds": round(sum(h["seconds"] for h in fit.history), 2),  # all epochs, across resumes
+            **{k: round(v, 2) for k, v in phases.items()},  # this process's fixed costs (build, tokenise, test)
+            "collapsed": int(bool(collapsed)),  # 1: the model predicts one class whatever the input
+            "compiled": compiled, "length_bucket": bucket,  # speed settings: not in the run key, recorded here
+            **provenance(device), "finished_at": datetime.now(timezone.utc).isoformat()}
+    rows = [{**base, "split": "test", **record, **meta}
+            for record in classification_records(data.test.labels, predicted, names)]
+    rows.append({**base, "split": "validation", "metric": "accuracy", "label": "",
+                 "value": fit.best_val_accuracy, "n": len(data.validation), **meta})
+    if request.save_model:
+        save_model(method, run_dir / MODEL_FILE)
+    store.write_json(run_dir / store.ROWS, rows)
+    trainer.remove_checkpoint()
+    classifier = ModelClassifier(method, bundle, names, device, amp_dtype=trainer.amp_dtype, bucket=bucket,
+                                 max_width=spec.train.max_length)
+    evaluations = evaluate_run(spec, data, classifier, run_dir, build_evaluators(list(request.evaluators)),
+                               request.options, device, explicit=request.explicit)
+    return rows, evaluations, collapsed

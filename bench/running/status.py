@@ -1,0 +1,213 @@
+"""`bench status`: the state of every shard under a results folder, from its files (its lease says which runner
+trains it now, see bench.results.lease) and, for shards submitted to SLURM, the scheduler's job state (sacct, parsed by
+submitit). Light imports only (no torch)."""
+
+from __future__ import annotations
+
+import fnmatch
+import shutil
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+from bench.results import lease, store
+from bench.errors import BenchError
+
+SUBMISSIONS = ".slurm"  # under the results folder: one submitit folder per submission
+SUBMITTED = "submitted.json"  # in each submission folder: shard key -> job
+CHECKPOINT = store.CHECKPOINT
+RUN_FILES = (store.ROWS, store.SPEC, store.ERROR, CHECKPOINT, lease.LEASE)
+STATES = ("done", "running", "pending", "failed", "cancelled", "interrupted", "unknown")
+ENDED = ("done", "failed", "cancelled", "interrupted")  # no runner will touch these shards again by itself
+QUEUED = {"PENDING", "REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED", "CONFIGURING", "RESV_DEL_HOLD", "SPECIAL_EXIT"}
+RUNNING = {"RUNNING", "COMPLETING", "SUSPENDED", "STAGE_OUT", "SIGNALING", "RESIZING", "STOPPED"}
+FAILED = {"FAILED", "OUT_OF_MEMORY", "NODE_FAIL", "BOOT_FAIL"}
+UNREACHABLE = "scheduler unreachable"
+FRESH_SECONDS = 120.0  # a job submitted this recently that sacct does not know yet is pending, not unknown
+
+StateQuery = Callable[[list[str]], "dict[str, str] | None"]
+
+
+@dataclass
+class ShardStatus:
+    """One shard's state (one of STATES), why, and its scheduler job when it was submitted."""
+
+    key: str
+    state: str
+    reason: str = ""
+    job: str = ""
+
+
+def submissions(results_dir: Path) -> dict[str, dict[str, Any]]:
+    """The latest submission of each shard key: its job id plus the record's folder, time and cluster."""
+    latest: dict[str, dict[str, Any]] = {}
+    for path in sorted((results_dir / SUBMISSIONS).glob(f"*/{SUBMITTED}")):
+        try:
+            record = store.read_json(path)
+        except (OSError, ValueError):
+            continue  # a record being written or damaged: the others still count
+        logs = {job["job_id"]: job.get("stdout", "") for job in record.get("jobs", [])}
+        for key, entry in record.get("shards", {}).items():
+            entry = {**entry, "folder": record.get("folder", str(path.parent)), "cluster": record.get("cluster"),
+                     "submitted_ts": float(record.get("submitted_ts", path.stat().st_mtime)),
+                     "stdout": logs.get(entry["job_id"], "")}
+            if key not in latest or entry["submitted_ts"] >= latest[key]["submitted_ts"]:
+                latest[key] = entry
+    return latest
+
+
+def query_states(job_ids: list[str]) -> dict[str, str] | None:
+    """SLURM states of jobs (`123_4` -> 'RUNNING', 'UNKNOWN' when sacct has no record), read with one sacct
+    call and submitit's parser; None when the scheduler cannot be queried (no sacct, or it fails)."""
+    if not job_ids:
+        return {}
+    if shutil.which("sacct") is None:
+        return None
+    try:
+        from submitit.slurm.slurm import SlurmInfoWatcher
+    except ImportError:
+        return None
+    command = ["sacct", "-o", "JobID,State,NodeList", "--parsable2"]
+    for array_job in sorted({j.split("_")[0] for j in job_ids}):
+        command += ["-j", array_job]
+    try:
+        output = subprocess.check_output(command, stderr=subprocess.DEVNULL, timeout=60)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    info = SlurmInfoWatcher().read_info(output)
+    return {j: (info.get(j, {}).get("State") or "UNKNOWN").split()[0].upper() for j in job_ids}
+
+
+def run_folders(results_dir: Path) -> dict[str, Path]:
+    """Run folders under `results_dir` (any with a spec, rows, error or checkpoint), by key."""
+    if not results_dir.is_dir():
+        return {}
+    return {p.name: p for p in sorted(results_dir.iterdir())
+            if p.is_dir() and not p.name.startswith(".") and any((p / f).is_file() for f in RUN_FILES)}
+
+
+def decide(key: str, run_dir: Path | None, submitted: dict[str, Any] | None,
+           scheduler: str | None) -> ShardStatus:
+    """One shard's state from its files, its latest submission and the scheduler's state of that job
+    (None: not submitted, or the scheduler could not be asked)."""
+    has = (lambda name: run_dir is not None and (run_dir / name).is_file())
+    job = submitted["job_id"] if submitted else ""
+    if has(store.ROWS):
+        return ShardStatus(key, "done", "", job)
+    holder = lease.read(run_dir) if run_dir is not None else None
+    stale = lease.stale_reason(holder) if holder is not None else ""
+    if holder is not None and not stale:  # a live runner holds the shard (local, or a SLURM task)
+        slurm = f"; slurm {scheduler}" if submitted and scheduler else ""
+        return ShardStatus(key, "running", f"{holder.describe()}{slurm}", job)
+    stale = f"stale lease of {holder.holder} ({stale}); " if holder is not None else ""
+    if submitted and scheduler in QUEUED | RUNNING:
+        state = "pending" if scheduler in QUEUED else "running"
+        detail = "; will resume from its checkpoint" if state == "pending" and has(CHECKPOINT) else ""
+        return ShardStatus(key, state, f"slurm {scheduler}{detail}", job)
+    if has(store.ERROR):
+        error_path = run_dir / store.ERROR  # type: ignore[operator]
+        newer = not submitted or error_path.stat().st_mtime >= submitted["submitted_ts"]
+        if newer:  # else it predates the latest submission, whose job never got as far as the shard
+            return ShardStatus(key, "failed", error_reason(error_path), job)
+    if submitted and scheduler is None:
+        return ShardStatus(key, "unknown", f"{UNREACHABLE}; submitted as job {job}", job)
+    progress = ("checkpoint present" if has(CHECKPOINT) else
+                "started, no checkpoint yet" if has(store.SPEC) else "not started")
+    if submitted:
+        log = f"; log: {submitted['stdout']}" if submitted.get("stdout") else ""
+        if scheduler == "UNKNOWN":
+            age = time.time() - float(submitted.get("submitted_ts", 0))
+            if 0 <= age < FRESH_SECONDS:  # accounting lags a few seconds behind sbatch
+                return ShardStatus(key, "pending", f"submitted {age:.0f} s ago; slurm has no record of it yet", job)
+            return ShardStatus(key, "unknown", f"the scheduler has no record of job {job} ({progress})", job)
+        state = "failed" if scheduler in FAILED else "cancelled" if scheduler == "CANCELLED" else "interrupted"
+        again = "; `bench run --resume --executor slurm` submits it again" if state != "failed" else ""
+        return ShardStatus(key, state, f"slurm job ended {scheduler}; {stale}{progress}{again}{log}", job)
+    if stale:
+        return ShardStatus(key, "interrupted", f"{stale}{progress}; `bench run --resume` continues it")
+    return ShardStatus(key, "interrupted", f"{progress} (no runner holds it); "
+                                           "`bench run --resume` continues it")
+
+
+def error_reason(path: Path) -> str:
+    """The one-line reason stored in an error.json."""
+    try:
+        reason = str(store.read_json(path).get("reason", ""))
+    except (OSError, ValueError):
+        return "error.json unreadable"
+    return " ".join(reason.split()) or "failed (no reason recorded)"
+
+
+def shard_states(results_dir: Path, patterns: list[str] | tuple[str, ...] = (),
+                 query: StateQuery | None = None) -> list[ShardStatus]:
+    """Every shard under `results_dir` (run folders and submitted shards), filtered by run keys or glob
+    patterns, with its state; the scheduler is asked once, about unfinished submitted shards only."""
+    folders = run_folders(results_dir)
+    submitted = submissions(results_dir)
+    keys = sorted(set(folders) | set(submitted))
+    if patterns:
+        chosen: list[str] = []
+        for pattern in patterns:
+            name = Path(pattern).name if "/" in pattern else pattern
+            matches = [k for k in keys if fnmatch.fnmatchcase(k, name)]
+            if not matches:
+                raise BenchError(f"no shard {pattern!r} under {results_dir} (give --results-dir if the runs are "
+                                 "elsewhere; `bench status` alone lists them all)")
+            chosen.extend(matches)
+        keys = list(dict.fromkeys(chosen))
+    return states_of(results_dir, keys, query, folders, submitted)
+
+
+def states_of(results_dir: Path, keys: list[str], query: StateQuery | None = None,
+              folders: dict[str, Path] | None = None,
+              submitted: dict[str, dict[str, Any]] | None = None) -> list[ShardStatus]:
+    """The states of the shards `keys` (in that order; a key without files or submission is 'interrupted, not
+    started'); the scheduler is asked once, about unfinished submitted shards only, before the files are read
+    (a task that ends in between has then written its rows: done, not 'ended without rows')."""
+    submitted = submissions(results_dir) if submitted is None else submitted
+    ask = sorted({submitted[k]["job_id"] for k in keys
+                  if k in submitted and not store.is_finished(results_dir / k)})
+    states = (query or query_states)(ask) if ask else {}
+    folders = run_folders(results_dir) if folders is None or ask else folders
+    return [decide(k, folders.get(k), submitted.get(k),
+                   None if states is None or k not in submitted else states.get(submitted[k]["job_id"], "UNKNOWN"))
+            for k in keys]
+
+
+def active_keys(results_dir: Path, keys: list[str], query: StateQuery | None = None) -> set[str] | None:
+    """Which of `keys` SLURM reports as pending or running, or has no record of yet though submitted less than
+    FRESH_SECONDS ago (so they must not run again); None when some of them were submitted but the scheduler
+    cannot be queried."""
+    submitted = submissions(results_dir)
+    jobs = sorted({submitted[k]["job_id"] for k in keys
+                   if k in submitted and not store.is_finished(results_dir / k)})
+    if not jobs:
+        return set()
+    states = (query or query_states)(jobs)
+    if states is None:
+        return None
+
+    def active(key: str) -> bool:
+        state = states.get(submitted[key]["job_id"], "UNKNOWN")
+        fresh = time.time() - float(submitted[key].get("submitted_ts", 0)) < FRESH_SECONDS
+        return state in QUEUED | RUNNING or (state == "UNKNOWN" and fresh)  # sacct lags behind sbatch
+
+    return {k for k in keys if k in submitted and active(k) and not store.is_finished(results_dir / k)}
+
+
+def format_table(statuses: list[ShardStatus]) -> str:
+    """A fixed-width table: shard, state, job, reason (one line each)."""
+    header = ("shard", "state", "job", "reason")
+    rows = [(s.key, s.state, s.job or "-", s.reason) for s in statuses]
+    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(3)]
+    return "\n".join(f"{r[0]:{widths[0]}}  {r[1]:{widths[1]}}  {r[2]:{widths[2]}}  {r[3]}".rstrip()
+                     for r in [header, *rows])
+
+
+def summary_line(statuses: list[ShardStatus]) -> str:
+    """`5 shard(s): 2 done, 1 running, 1 failed, 1 pending` (states with a count only)."""
+    counts = {state: sum(s.state == state for s in statuses) for state in STATES}
+    parts = [f"{n} {state}" for state, n in counts.items() if n]
+    return f"{len(statuses)} shard(s): " + (", ".join(parts) if parts else "none")

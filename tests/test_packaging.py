@@ -1,0 +1,64 @@
+"""The wheel installs everything under the project's own package: the methods as `bench.methods` and the
+dataset cards as `bench/cards`, with no top-level `methods` package that could collide with another one."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from conftest import ROOT
+
+
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory) -> Path:
+    """A wheel built from a copy of the checkout (building in place would leave build/ in it)."""
+    tree = tmp_path_factory.mktemp("tree")
+    for name in ("bench", "methods", "datasets"):
+        shutil.copytree(ROOT / name, tree / name, symlinks=True, ignore=shutil.ignore_patterns("__pycache__"))
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(ROOT / name, tree)
+    out = tmp_path_factory.mktemp("wheel")
+    built = subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation",
+                            str(tree), "-w", str(out)], capture_output=True, text=True, timeout=300)
+    assert built.returncode == 0, built.stderr[-2000:]
+    return next(out.glob("clbench-*.whl"))
+
+
+def test_the_wheel_holds_only_the_bench_package(wheel):
+    names = zipfile.ZipFile(wheel).namelist()
+    assert {n.split("/")[0] for n in names} == {"bench", wheel.name.split("-py")[0] + ".dist-info"}
+    methods = {Path(n).name for n in names if n.startswith("bench/methods/")}
+    assert {p.name for p in (ROOT / "methods").glob("*.py")} <= methods
+    assert {f"bench/cards/{p.name}" for p in (ROOT / "datasets").glob("*.yaml")} <= set(names)
+    for part in ("cli", "data", "encoders", "evaluators", "reporting", "results", "running", "training"):
+        assert f"bench/{part}/__init__.py" in names, part
+
+
+def test_after_installing_the_wheel_only_bench_methods_imports(wheel, tmp_path):
+    target = tmp_path / "site"
+    installed = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", str(target),
+                                str(wheel)], capture_output=True, text=True, timeout=300)
+    assert installed.returncode == 0, installed.stderr[-2000:]
+    env = {**os.environ, "PYTHONPATH": str(target)}
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+
+    def python(code: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-c", code], cwd=elsewhere, env=env, capture_output=True, text=True,
+                              timeout=300)
+
+    top_level = python("import methods")
+    assert top_level.returncode != 0 and "No module named 'methods'" in top_level.stderr
+    own = python("import bench.methods, bench.data.cards as c; from bench.registry import METHODS; "
+                 "print(bench.methods.__file__); print(c.CARDS_DIR); print(sorted(name for name, _ in METHODS.items()))")
+    assert own.returncode == 0, own.stderr[-2000:]
+    methods_file, cards_dir, names = own.stdout.splitlines()
+    assert Path(methods_file).is_relative_to(target) and Path(cards_dir).is_relative_to(target)
+    assert (Path(cards_dir) / "demo.yaml").is_file()
+    assert "clld-adaptive" in names and "ce" in names
