@@ -81,10 +81,12 @@ class RunSpec:
     train: TrainConfig = field(default_factory=TrainConfig)
     method_config: tuple[tuple[str, Any], ...] = ()
     method_version: int = 1  # the method's `version` when the run was made (results of versions differ)
+    key_names: tuple[tuple[str, str], ...] = ()  # renamed knobs: (knob, the name the run key keeps for it)
 
     def canonical(self) -> str:
         """The canonical, human-readable string that identifies this run (version 1 of a method is left out,
-        so the keys of runs made before methods had versions stay valid)."""
+        so the keys of runs made before methods had versions stay valid; a renamed knob appears under its
+        old name, see `key_names`)."""
         parts = [
             f"dataset={self.dataset}",
             f"encoder={self.encoder}",
@@ -92,7 +94,11 @@ class RunSpec:
             f"data={self.data_fingerprint}",
         ]
         parts += [f"{k}={_format_value(v)}" for k, v in dataclasses.asdict(self.train).items()]
-        parts += [f"{self.method}.{k}={_format_value(v)}" for k, v in sorted(self.method_config)]
+        names = dict(self.key_names)
+        if len({names.get(k, k) for k, _ in self.method_config}) < len(self.method_config):
+            raise ValueError(f"{self.method}: two knobs share a name in the run key ({sorted(names.items())})")
+        parts += [f"{self.method}.{name}={_format_value(v)}"
+                  for name, v in sorted((names.get(k, k), v) for k, v in self.method_config)]
         if self.method_version != 1:
             parts.append(f"{self.method}.version={self.method_version}")
         return f"{self.method}:" + ",".join(parts)
@@ -118,6 +124,7 @@ class RunSpec:
             "train": dataclasses.asdict(self.train),
             "method_config": dict(self.method_config),
             "method_version": self.method_version,
+            "key_names": dict(self.key_names),
             "canonical": self.canonical(),
             "config_hash": self.config_hash,
             "key": self.key,
@@ -135,6 +142,7 @@ class RunSpec:
             train=TrainConfig(**data["train"]),
             method_config=tuple(sorted((k, freeze(v)) for k, v in data["method_config"].items())),
             method_version=int(data.get("method_version", 1)),
+            key_names=tuple(sorted(data.get("key_names", {}).items())),
         )
 
 

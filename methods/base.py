@@ -55,6 +55,9 @@ class Method(nn.Module):
     # Bump when a change alters what the method trains: runs get new keys, and finished runs of the old
     # version are neither skipped as done nor averaged with the new ones unnoticed.
     version: ClassVar[int] = 1
+    # knob -> the name it had in run keys before it was renamed: the key keeps the old name, so results stored
+    # before a rename (that did not change what is trained) are still found, skipped as done and reported.
+    key_names: ClassVar[dict[str, str]] = {}
     evaluations_per_epoch: int = 1
 
     def __init__(self, encoder: TextEncoder, num_labels: int, config: Any = None, head_dropout: float = 0.1):

@@ -29,17 +29,18 @@ PROJECTIONS = ("mlp", "linear", "none")
 @dataclass(frozen=True)
 class CLConfig:
     """tau: base label distance (every LDM entry starts here; acts as an inverse temperature on sim in [0,1]);
-    lambda_: weight of the classification loss, L = λ L_c + (1-λ) L_s; projection: mlp | linear | none."""
+    ce_weight: weight of the classification loss, L = w L_c + (1-w) L_s (the paper's λ; `lambda` in other
+    methods weighs their contrastive term instead); projection: mlp | linear | none."""
 
     tau: float = 5.0
-    lambda_: float = 0.5
+    ce_weight: float = 0.5
     projection: str = "mlp"
 
     def __post_init__(self) -> None:
         if self.tau <= 0:
             raise BenchError("tau must be > 0")
-        if not 0 <= self.lambda_ <= 1:
-            raise BenchError("lambda must be in [0, 1]")
+        if not 0 <= self.ce_weight <= 1:
+            raise BenchError("ce_weight must be in [0, 1]")
         if self.projection not in PROJECTIONS:
             raise BenchError(f"projection must be one of {', '.join(PROJECTIONS)}")
 
@@ -49,6 +50,7 @@ class ContrastiveUniform(Method):
     """CE + supervised contrastive KL loss on dropout twins with a uniform label distance (CLLD's CT+CL)."""
 
     Config = CLConfig
+    key_names = {"ce_weight": "lambda_"}  # renamed from lambda_ (same objective)
 
     def __init__(self, encoder, num_labels, config=None, head_dropout=0.1):
         super().__init__(encoder, num_labels, config, head_dropout)
@@ -60,8 +62,8 @@ class ContrastiveUniform(Method):
         m = batch["labels"].shape[0]
         ce = F.cross_entropy(self.head(pooled[:m]).float(), batch["labels"])
         contrastive = clld_loss(self.projection(pooled), torch.cat([batch["labels"], batch["labels"]]), self.ldm)
-        lam = self.config.lambda_
-        return {"ce": lam * ce, "contrastive": (1 - lam) * contrastive}
+        w = self.config.ce_weight
+        return {"ce": w * ce, "contrastive": (1 - w) * contrastive}
 
     def state_for_report(self) -> dict[str, Any]:
         return {"ldm": self.ldm.tolist()}
@@ -124,8 +126,9 @@ def sibling_key(method: str, spec: Any) -> str:
     from bench.spec import method_config
 
     name = METHODS.canonical(method)
-    return dataclasses.replace(spec, method=name, method_config=method_config(name, {}),
-                               method_version=METHODS.get(name).version).key
+    cls = METHODS.get(name)
+    return dataclasses.replace(spec, method=name, method_config=method_config(name, {}), method_version=cls.version,
+                               key_names=tuple(sorted(cls.key_names.items()))).key
 
 
 def run_confusion(ldm_from: str, results_dir: Path, label_names: list[str], spec: Any = None) -> np.ndarray:

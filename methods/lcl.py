@@ -19,19 +19,19 @@ from bench.methods.views import SecondView
 
 @dataclass(frozen=True)
 class LCLConfig:
-    """tau: temperature; lambda_: L = λ CE(main) + (1-λ) LCL + λ CE(helper); weighting: separate (a second
+    """tau: temperature; ce_weight: L = w CE(main) + (1-w) LCL + w CE(helper) (the paper's λ); weighting: separate (a second
     encoder, as the paper) or shared-head (a second head on the main encoder); views: dropout (a dropout twin)
     or synonym (a WordNet synonym view at syn_rate)."""
 
     tau: float = 0.3
-    lambda_: float = 0.5
+    ce_weight: float = 0.5
     weighting: str = "separate"
     views: str = "dropout"
     syn_rate: float = 0.4
 
     def __post_init__(self) -> None:
-        if self.tau <= 0 or not 0 <= self.lambda_ <= 1:
-            raise BenchError("lcl: tau > 0 and lambda in [0, 1]")
+        if self.tau <= 0 or not 0 <= self.ce_weight <= 1:
+            raise BenchError("lcl: tau > 0 and ce_weight in [0, 1]")
         if self.weighting not in ("separate", "shared-head") or self.views not in ("dropout", "synonym"):
             raise BenchError("lcl: weighting is separate or shared-head; views is dropout or synonym")
 
@@ -41,6 +41,7 @@ class LCL(SecondView, Method):
     """CE + label-aware contrastive loss weighted by a helper classifier's (undetached) class probabilities."""
 
     Config = LCLConfig
+    key_names = {"ce_weight": "lambda_"}  # renamed from lambda_ (same objective)
 
     def __init__(self, encoder, num_labels, config=None, head_dropout=0.1):
         super().__init__(encoder, num_labels, config, head_dropout)
@@ -58,9 +59,9 @@ class LCL(SecondView, Method):
             helper_pooled = pooled
         helper_logits = self.helper_head(helper_pooled).float()
         weights = torch.softmax(helper_logits, dim=-1)
-        lam = self.config.lambda_
+        w = self.config.ce_weight
         return {
-            "ce": lam * F.cross_entropy(self.head(pooled[:m]).float(), batch["labels"]),
-            "lcl": (1 - lam) * lcl_loss(pooled, labels, weights, self.config.tau),
-            "ce_helper": lam * F.cross_entropy(helper_logits[:m], batch["labels"]),
+            "ce": w * F.cross_entropy(self.head(pooled[:m]).float(), batch["labels"]),
+            "lcl": (1 - w) * lcl_loss(pooled, labels, weights, self.config.tau),
+            "ce_helper": w * F.cross_entropy(helper_logits[:m], batch["labels"]),
         }

@@ -49,6 +49,17 @@ def write_jsonl(path: Path, rows: list[dict]) -> Path:
     return path
 
 
+def evaluate_and_store(evaluator, ctx) -> list[dict]:
+    """Run an evaluator directly and have the store write its artefacts into ctx.run_dir, as the runner does;
+    returns its rows."""
+    from bench.evaluators.base import as_evaluation
+    from bench.running.evaluation import write_artefacts
+
+    evaluation = as_evaluation(evaluator.evaluate(ctx))
+    write_artefacts(ctx.run_dir, evaluation.artefacts)
+    return evaluation.rows
+
+
 def read_fixture(split: str) -> list[dict]:
     """Rows of the tiny fixture's split."""
     return [json.loads(line) for line in (FIXTURE / f"{split}.jsonl").read_text().splitlines()]

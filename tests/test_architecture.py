@@ -56,3 +56,14 @@ def test_a_planted_import_breaks_its_contract(tmp_path, module, planted, broken)
     path.write_text(path.read_text() + f"\n{planted}  # planted by the test\n")
     result = lint(tree)
     assert result.returncode != 0 and broken in result.stdout, result.stdout[-3000:]
+
+
+MAX_LINES = 400
+
+
+def test_no_module_is_over_the_line_limit():
+    """Small modules with one job each: none over MAX_LINES lines."""
+    modules = sorted({p.resolve() for folder in ("bench", "methods") for p in (ROOT / folder).rglob("*.py")})
+    assert len(modules) > 50
+    long = {str(p.relative_to(ROOT)): n for p in modules if (n := len(p.read_text().splitlines())) > MAX_LINES}
+    assert not long, f"over {MAX_LINES} lines, split by job: {long}"

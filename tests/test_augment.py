@@ -8,9 +8,12 @@ import json
 import numpy as np
 import pytest
 
-from bench.data import augment
-from bench.data.augment import (Augmented, antonym_view, augment_texts, case_style, inflect, pos_tags,
-                           replacement_count, split_token, synonym_candidates, synonym_view, training_vocabulary)
+from bench.data import augment, substitutes, tagging
+from bench.data.augment import (Augmented, antonym_view, augment_texts, replacement_count, synonym_view,
+                                training_vocabulary)
+from bench.data.substitutes import inflect, synonym_candidates
+from bench.data.tagging import pos_tags
+from bench.data.words import STOP_WORDS, case_style, split_token
 from bench.errors import BenchError
 from bench.data.wordnet import lexnames_text, load_wordnet, prepare_copy
 
@@ -42,11 +45,11 @@ def wn(tmp_path_factory):
 @pytest.fixture(autouse=True)
 def wordnet_tagger(monkeypatch):
     """The WordNet part-of-speech fallback, even where a spaCy model is installed."""
-    monkeypatch.setattr(augment, "_spacy_model", lambda: None)
+    monkeypatch.setattr(tagging, "_spacy_model", lambda: None)
 
 
 def wordnet_pos(tag: str) -> str:
-    return augment.WORDNET_POS[tag]
+    return tagging.WORDNET_POS[tag]
 
 
 def rng(seed: int = 0) -> np.random.Generator:
@@ -167,7 +170,7 @@ def test_only_content_words_change(wn, kind):
             tags = pos_tags(tokens)
             for i in changed(text, view):
                 core = split_token(tokens[i])[1]
-                assert tags[i] != "OTHER" and core.lower() not in augment.STOP_WORDS and core.isalpha()
+                assert tags[i] != "OTHER" and core.lower() not in STOP_WORDS and core.isalpha()
 
 
 def test_synonyms_are_wordnet_synonyms_or_hypernyms(wn):
@@ -183,7 +186,7 @@ def test_synonyms_are_wordnet_synonyms_or_hypernyms(wn):
                 related = synsets + [b for s in synsets for b in s.hypernyms() + s.instance_hypernyms()
                                      + s.similar_tos()]
                 names = {lemma.name().lower() for s in related for lemma in s.lemmas()}
-                suffix = augment.inflection(word, wn.morphy(word, pos), tags[i])
+                suffix = substitutes.inflection(word, wn.morphy(word, pos), tags[i])
                 assert new in {inflect(name, suffix) for name in names}, (word, new)
                 assert new != word
                 checked += 1
@@ -257,18 +260,18 @@ def test_words_without_candidates_are_skipped(wn):
 
 
 def test_inflection_candidates_are_other_forms_of_the_same_base(wn):
-    assert augment.inflection_candidates("films", "NOUN") == ("film",)
-    assert augment.inflection_candidates("film", "NOUN") == ("films",)
-    assert set(augment.inflection_candidates("walked", "VERB")) == {"walk", "walks", "walking"}
-    assert set(augment.inflection_candidates("ran", "VERB")) == {"run", "runs", "running"}  # never "runned"
-    assert augment.inflection_candidates("happy", "ADJ") == () and augment.inflection_candidates("xqzzy", "NOUN") == ()
-    assert augment.inflection_candidates("nebraska", "NOUN") == ()  # a proper name only
+    assert substitutes.inflection_candidates("films", "NOUN") == ("film",)
+    assert substitutes.inflection_candidates("film", "NOUN") == ("films",)
+    assert set(substitutes.inflection_candidates("walked", "VERB")) == {"walk", "walks", "walking"}
+    assert set(substitutes.inflection_candidates("ran", "VERB")) == {"run", "runs", "running"}  # never "runned"
+    assert substitutes.inflection_candidates("happy", "ADJ") == () and substitutes.inflection_candidates("xqzzy", "NOUN") == ()
+    assert substitutes.inflection_candidates("nebraska", "NOUN") == ()  # a proper name only
 
 
 def test_syn_inflect_view_changes_the_form_of_words_without_synonyms(wn, monkeypatch):
     text = "the films were walking"
     assert pos_tags(text.split()) == ["OTHER", "NOUN", "OTHER", "VERB"]
-    monkeypatch.setattr(augment, "synonym_candidates", lambda word, tag: ())  # as if WordNet had none
+    monkeypatch.setattr(substitutes, "synonym_candidates", lambda word, tag: ())  # as if WordNet had none
     assert synonym_view(text, 1.0, rng()).replaced == (False, False, False, False)
     view = synonym_view(text, 1.0, rng(), inflections=True)
     assert view.replaced == (False, True, False, True)

@@ -220,7 +220,7 @@ def test_results_folder_from_the_environment_is_named_as_such(cli, tmp_path, mon
 def test_reversed_seed_range_is_refused():
     import argparse
 
-    from bench.cli.main import seed_list
+    from bench.cli.common import seed_list
 
     assert seed_list("1-3,5") == [1, 2, 3, 5]
     with pytest.raises(argparse.ArgumentTypeError, match="seed range '3-1' is empty; write it low-high, e.g. 1-3"):

@@ -1,5 +1,5 @@
 """The CheckList evaluator: scoring rules, metrics, suite files, built-in generators and batching
-(bench.evaluators.checklist, bench.evaluators.perturb)."""
+(bench.evaluators.checklist, checklist_suite, checklist_builtin, perturb)."""
 
 from __future__ import annotations
 
@@ -14,11 +14,13 @@ import pytest
 
 from bench.data.loading import Split, TextData
 from bench.errors import BenchError
-from bench.evaluators import checklist, lexicons, perturb
+from bench.evaluators import checklist, checklist_builtin, checklist_suite, lexicons, perturb
 from bench.evaluators.base import EvalContext, EvalOptions
-from bench.evaluators.checklist import Case, ChecklistEvaluator, load_suite, run_suite, summarise
+from bench.evaluators.checklist import ChecklistEvaluator, run_suite, summarise
+from bench.evaluators.checklist_suite import Case, load_suite
 from bench.evaluators.scripted import FunctionClassifier, KeywordClassifier
 from bench.registry import EVALUATORS
+from conftest import evaluate_and_store
 
 SUITE = Path(__file__).resolve().parent / "fixtures" / "checklist" / "suite.jsonl"
 BINARY = ["negative", "positive"]
@@ -105,8 +107,8 @@ def test_dir_tolerance_boundary():
 
 def test_dir_on_a_side_sums_its_labels():
     """sst5: mass moving from "very positive" to "positive" keeps the positive side; the label is "positive"."""
-    sides = checklist.sentiment_sides(SST5)
-    case = checklist.dir_cases(["x"], ["fine ."], sides, perturb.Style())[0]
+    sides = checklist_builtin.sentiment_sides(SST5)
+    case = checklist_builtin.dir_cases(["x"], ["fine ."], sides, perturb.Style())[0]
     assert (case.label, case.accept) == ("positive", ("positive", "very positive"))
     probs = {case.texts[0]: [0, 0, 0.1, 0.1, 0.8]}
     probs.update({t: [0, 0.05, 0.1, 0.8, 0.05] for t in case.texts[1:]})  # side 0.9 -> 0.85
@@ -122,7 +124,7 @@ def test_suite_metrics_by_hand(tmp_path):
     model = KeywordClassifier(BINARY, {"positive": {"good", "great"}, "negative": {"bad", "not"}},
                               default="negative")
     ctx = make_ctx(tmp_path, model, BINARY, checklist_suite=str(SUITE))
-    rows = ChecklistEvaluator().evaluate(ctx)
+    rows = evaluate_and_store(ChecklistEvaluator(), ctx)
     assert all(set(r) == COLUMNS and r["split"] == "checklist" for r in rows)
     # simple: m1 pass, m2 fail, m3 fail ("a bad film"), m4 null. negation: "not good" tie -> negative (pass),
     # "not bad" -> negative (fail). typo: "godo" flips (fail), "flim" does not. add praise: d1 rises, d2 drops
@@ -152,7 +154,7 @@ def test_suite_metrics_by_hand(tmp_path):
 def test_builtin_negation_metrics_binary(tmp_path):
     """A keyword model that reads "not" as negative: "not good" is right, every "not bad" is wrong."""
     ctx = make_ctx(tmp_path, keyword_model(), BINARY)
-    rows = ChecklistEvaluator().evaluate(ctx)
+    rows = ChecklistEvaluator().evaluate(ctx).rows
     rates = rows_by(rows, "failure_rate")
     per_test = len(lexicons.NEUTRAL_NOUNS) * len(lexicons.POSITIVE_ADJECTIVES)
     assert rates[("negated negative adjectives", "Negation", "MFT")] == (1.0, per_test)
@@ -176,7 +178,7 @@ def test_builtin_negated_negative_with_neutral(tmp_path):
                                        "negative": set(lexicons.NEGATIVE_ADJECTIVES), "neutral": {"not"}},
                               default="neutral")
     ctx = make_ctx(tmp_path, model, labels)
-    rates = rows_by(ChecklistEvaluator().evaluate(ctx), "failure_rate")
+    rates = rows_by(evaluate_and_store(ChecklistEvaluator(), ctx), "failure_rate")
     assert rates[("negated negative adjectives", "Negation", "MFT")][0] == 0.0   # tie -> neutral: accepted
     assert rates[("negated positive adjectives", "Negation", "MFT")][0] == 1.0   # neutral is not negative
     record = next(r for r in read_cases(ctx.run_dir) if r["test"] == "negated negative adjectives")
@@ -231,31 +233,31 @@ def test_suite_parsing_and_round_trip(tmp_path):
     assert len(cases) == 11
     assert cases[3] == Case("simple", "Vocabulary", "MFT", "m4", ("whatever",), None, ())
     assert cases[10].label is None and cases[10].accept == ()
-    builtin, _ = checklist.builtin_suite(make_data(SST5), 10)
+    builtin, _ = checklist_builtin.builtin_suite(make_data(SST5), 10)
     for name in ("suite.jsonl", "suite.jsonl.gz"):
-        checklist.write_suite(tmp_path / name, builtin)
+        checklist_suite.write_suite(tmp_path / name, builtin)
         assert load_suite(tmp_path / name, SST5) == builtin
 
 
 # ------------------------------------------------------------------------------------------- built-in suite
 
 def test_sentiment_detection():
-    binary = checklist.sentiment_sides(BINARY)
+    binary = checklist_builtin.sentiment_sides(BINARY)
     assert (binary.positive, binary.negative, binary.others) == (("positive",), ("negative",), ())
     assert binary.not_negative == ("positive",)
-    sst5 = checklist.sentiment_sides(SST5)
+    sst5 = checklist_builtin.sentiment_sides(SST5)
     assert sst5.positive == ("positive", "very positive") and sst5.negative == ("very negative", "negative")
     assert (sst5.plain_positive, sst5.plain_negative, sst5.others) == ("positive", "negative", ("neutral",))
     assert sst5.not_negative == ("neutral", "positive", "very positive")
-    assert checklist.sentiment_sides(["Very Positive", "Very Negative"]).plain_positive == "Very Positive"
-    assert checklist.sentiment_sides(TOPICS) is None
-    assert checklist.sentiment_sides(["positive", "other"]) is None
+    assert checklist_builtin.sentiment_sides(["Very Positive", "Very Negative"]).plain_positive == "Very Positive"
+    assert checklist_builtin.sentiment_sides(TOPICS) is None
+    assert checklist_builtin.sentiment_sides(["positive", "other"]) is None
 
 
 def test_non_sentiment_sets_get_inv_tests_only(tmp_path):
     model = KeywordClassifier(TOPICS, {"sport": {"match"}, "food": {"cats"}})
     ctx = make_ctx(tmp_path, model, TOPICS)
-    rows = ChecklistEvaluator().evaluate(ctx)
+    rows = evaluate_and_store(ChecklistEvaluator(), ctx)
     assert {r["type"] for r in rows} == {"INV", ""}
     info = json.loads((ctx.run_dir / checklist.INFO_FILE).read_text())
     assert info["sentiment"] is False and "INV tests only" in info["notes"][0]
@@ -270,8 +272,8 @@ def test_non_sentiment_sets_get_inv_tests_only(tmp_path):
 
 def test_builtin_cases_are_deterministic_and_sampled_with_a_fixed_seed(tmp_path):
     data = make_data(SST5, PLAIN * 5 + [f"text number {i} about rome ." for i in range(40)])
-    first, info = checklist.builtin_suite(data, 12)
-    second, _ = checklist.builtin_suite(data, 12)
+    first, info = checklist_builtin.builtin_suite(data, 12)
+    second, _ = checklist_builtin.builtin_suite(data, 12)
     assert first == second and info["sample_size"] == 12
     sampled = {c.texts[0] for c in first if c.type != "MFT"}
     assert len(sampled) <= 12
@@ -280,13 +282,13 @@ def test_builtin_cases_are_deterministic_and_sampled_with_a_fixed_seed(tmp_path)
     for seed in (1, 2):
         ctx = make_ctx(tmp_path / str(seed), keyword_model(), BINARY, texts=data.test.texts, seed=seed,
                        checklist_n=12)
-        ChecklistEvaluator().evaluate(ctx)
+        evaluate_and_store(ChecklistEvaluator(), ctx)
         stored.append([r["texts"] for r in read_cases(ctx.run_dir)])
     assert stored[0] == stored[1]
 
 
 def test_different_texts_get_different_perturbations():
-    cases = checklist.inv_cases(["1", "2"], ["a wonderful evening in the garden", "a wonderful evening in the park"])
+    cases = checklist_builtin.inv_cases(["1", "2"], ["a wonderful evening in the garden", "a wonderful evening in the park"])
     typos = [c.texts[1:] for c in cases if c.test == "typos"]
     assert len(typos) == 2
     positions = [{next(i for i, (x, y) in enumerate(zip(c.texts[0], t)) if x != y) for t in c.texts[1:]}
@@ -295,9 +297,9 @@ def test_different_texts_get_different_perturbations():
 
 
 def test_mft_templates_follow_the_dataset_style():
-    sides = checklist.sentiment_sides(BINARY)
-    plain = checklist.mft_cases(sides, perturb.Style())
-    lower = checklist.mft_cases(sides, perturb.detect_style(PLAIN))
+    sides = checklist_builtin.sentiment_sides(BINARY)
+    plain = checklist_builtin.mft_cases(sides, perturb.Style())
+    lower = checklist_builtin.mft_cases(sides, perturb.detect_style(PLAIN))
     assert plain[0].texts == ("The movie is good.",) and lower[0].texts == ("the movie is good .",)
     negated = [c for c in plain if c.test == "negated positive adjectives"]
     assert negated[0].texts == ("The movie is not good.",) and negated[0].label == "negative"
@@ -404,7 +406,7 @@ def test_one_batched_prediction_call(tmp_path):
         return np.tile([0.5, 0.5], (len(texts), 1))
 
     ctx = make_ctx(tmp_path, FunctionClassifier(BINARY, fn), BINARY)
-    ChecklistEvaluator().evaluate(ctx)
+    evaluate_and_store(ChecklistEvaluator(), ctx)
     assert len(calls) == 1
     stored = read_cases(ctx.run_dir)
     assert len(calls[0]) == len(set(calls[0])) == len({t for r in stored for t in r["texts"]})
@@ -448,7 +450,7 @@ def test_check_validates_options_before_any_shard(tmp_path):
 
 def test_the_sample_is_the_one_the_other_evaluators_use():
     from bench.data.loading import fixed_sample
-    from bench.evaluators.checklist import sample_indices
+    from bench.evaluators.checklist_builtin import sample_indices
 
     assert sample_indices(300, 40) == fixed_sample(300, 40) and len(sample_indices(300, 40)) == 40
     assert sample_indices(5, 40) == [0, 1, 2, 3, 4]

@@ -24,6 +24,7 @@ def test_help_and_lists(cli, capsys):
     assert exit_.value.code == 0 and "run" in capsys.readouterr().out
     code, out, _ = cli("list", "methods", "--verbose")
     assert code == 0 and out.startswith("ce:")
+    assert "    supcon.lambda = 0.9" in out and "    clld-adaptive.ce_weight = 0.5" in out  # knobs as typed in --set
     code, out, _ = cli("list", "datasets")
     assert code == 0 and "20ng" in out and "demo" in out and "11314/-/7532" in out
     code, out, _ = cli("list", "encoders")
@@ -154,12 +155,13 @@ def test_parallel_jobs(cli, tiny, results):
 
 
 def test_no_arguments_means_the_demo():
-    from bench.cli.main import build_parser, run_options
+    from bench.cli.main import build_parser
+    from bench.cli.run_options import run_options
 
     opts = run_options(build_parser().parse_args(["run"]))
-    assert opts["methods"] == ["ce", "supcon", "clld"]
-    assert (opts["datasets"], opts["encoders"], opts["seeds"]) == (["demo"], ["minilm"], [1])
-    assert opts["jobs"] == 1 and not opts["overwrite"] and opts["overrides"] == {} and opts["knobs"] == {}
+    assert opts.methods == ("ce", "supcon", "clld")
+    assert (opts.datasets, opts.encoders, opts.seeds) == (("demo",), ("minilm",), (1,))
+    assert opts.jobs == 1 and not opts.overwrite and opts.overrides == {} and opts.knobs == {}
     from bench.running.runner import train_config
 
     assert train_config("demo", {}).epochs == 4  # the demo card's own default

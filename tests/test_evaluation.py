@@ -16,12 +16,12 @@ from bench.data.loading import load_dataset
 from bench.errors import BenchError, SkipEvaluator
 from bench.catalog import evaluator_names
 from bench.running.evaluation import build_evaluators, evaluate_run, evaluation_path
-from bench.evaluators.base import EvalContext, EvalOptions, Evaluator
+from bench.evaluators.base import EvalContext, EvalOptions, Evaluation, Evaluator
 from bench.evaluators.contrast import ContrastSets, read_pairs
 from bench.evaluators.representation import Representation, alignment, class_pair_stats, normalise, uniformity
 from bench.evaluators.scripted import FunctionClassifier, KeywordClassifier
 from bench.spec import RunSpec
-from conftest import FAST, FIXTURE, write_jsonl
+from conftest import FAST, FIXTURE, evaluate_and_store, write_jsonl
 
 SENTIMENT = ["negative", "positive"]
 KEYWORDS = {"positive": {"good", "great"}, "negative": {"bad", "awful"}}
@@ -66,7 +66,7 @@ def test_contrast_metrics_match_hand_computed_values(tmp_path, sentiment_data):
     # model predictions: p0 (pos, neg) right/right; p1 (pos, pos) right/wrong; p2 (pos, pos) wrong/right;
     # p3 "awful but good" tie -> negative (wrong), "good but awful" tie -> negative (right)
     ctx = context(model, sentiment_data, tmp_path, contrast_set=str(tmp_path / "cs"))
-    records = {r["metric"]: r for r in ContrastSets().evaluate(ctx)}
+    records = {r["metric"]: r for r in evaluate_and_store(ContrastSets(), ctx)}
     assert records["original_accuracy"]["value"] == pytest.approx(2 / 4)
     assert records["contrast_accuracy"]["value"] == pytest.approx(3 / 4)
     assert records["consistency"]["value"] == pytest.approx(1 / 4)
@@ -143,7 +143,7 @@ def test_representation_evaluator_uses_dropout_views_and_stores_tsne(tmp_path, s
 
     model = FunctionClassifier(SENTIMENT, lambda t: np.full((len(t), 2), 0.5), embed)
     ctx = context(model, sentiment_data, tmp_path, tsne=True, tsne_n=5)
-    records = {r["metric"]: r["value"] for r in Representation().evaluate(ctx)}
+    records = {r["metric"]: r["value"] for r in evaluate_and_store(Representation(), ctx)}
     assert len(calls) == 3  # clean embeddings + two dropout views
     assert records["alignment_dropout"] > 0
     assert records["uniformity"] < 0
@@ -329,7 +329,7 @@ def test_evaluation_table_keeps_different_settings_apart():
 
 
 class Echo(Evaluator):
-    """Writes its `checklist_n` option into a per-example file (stands in for adversarial examples, t-SNE...)."""
+    """Returns its `checklist_n` option as a per-example file (stands in for adversarial examples, t-SNE...)."""
 
     name = "echo"
     option_names = ("checklist_n",)
@@ -338,10 +338,8 @@ class Echo(Evaluator):
         return ("echo.json",)
 
     def evaluate(self, ctx):
-        from bench.results import store
-
-        store.write_json(ctx.run_dir / "echo.json", {"n": ctx.options.checklist_n})
-        return [{"split": "test", "metric": "n", "value": float(ctx.options.checklist_n), "n": 1}]
+        return Evaluation([{"split": "test", "metric": "n", "value": float(ctx.options.checklist_n), "n": 1}],
+                          {"echo.json": {"n": ctx.options.checklist_n}})
 
 
 def test_per_example_files_of_other_settings_are_kept_and_restored(tmp_path, sentiment_data):

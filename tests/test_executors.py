@@ -14,7 +14,8 @@ import pytest
 submitit = pytest.importorskip("submitit")
 
 from bench.results import store
-from bench.cli.main import build_parser, run_options
+from bench.cli.main import build_parser
+from bench.cli.run_options import run_options
 from bench.data.loading import DataRef
 from bench.running.executors import ShardJob, ShardTask, pack, submit, task_of
 from bench.running.slurm_options import SlurmOptions, load_profile, parse_gres_gpus, slurm_options
@@ -30,8 +31,8 @@ def planned(tiny, results, *extra):
     """The shards `bench run --methods ce --datasets TINY ...extra` would run."""
     opts = run_options(build_parser().parse_args(["run", "--methods", "ce", "--datasets", str(tiny), *ONE_EPOCH,
                                                   *extra]))
-    return plan(opts["methods"], opts["datasets"], opts["encoders"], opts["seeds"], opts["overrides"],
-                opts["data_dir"], opts["knobs"], results, opts["request"]), opts
+    return plan(opts.methods, opts.datasets, opts.encoders, opts.seeds, opts.overrides,
+                opts.data_dir, opts.knobs, results, opts.request), opts
 
 
 def values(run_dir):
@@ -167,7 +168,7 @@ def test_submitit_local_executor_matches_a_local_run(cli, tiny, tmp_path, one_th
     assert cli("run", "--methods", "ce", "--datasets", tiny, "--seeds", "1,2", *ONE_EPOCH,
                "--results-dir", local)[0] == 0
     shards, opts = planned(tiny, cluster, "--seeds", "1,2")
-    submission = submit(shards, cluster, SlurmOptions(time_min=5, gpus_per_job=0), opts["request"], "cpu",
+    submission = submit(shards, cluster, SlurmOptions(time_min=5, gpus_per_job=0), opts.request, "cpu",
                         cluster="local")  # one job per shard, run by submitit in its own processes
     outcomes = [o for job in submission.jobs for o in job.result()]
     assert [(o.key, o.status) for o in outcomes] == [(s.spec.key, "done") for s in shards]
@@ -186,7 +187,7 @@ def preempted_job(tiny, results, monkeypatch):
 
     shards, opts = planned(tiny, results, "--epochs", "2")
     tasks = [task_of(s) for s in shards]
-    job = ShardJob(results, "cpu", overwrite=True, request=opts["request"])
+    job = ShardJob(results, "cpu", overwrite=True, request=opts.request)
     original_save = Trainer.save
 
     def save_then_preempt(self, *a):
@@ -219,7 +220,7 @@ def test_requeued_job_resumes_the_same_shard(tiny, results, monkeypatch, one_thr
 def test_job_fails_a_shard_whose_data_changed(tiny, results):
     shards, opts = planned(tiny, results)
     (tiny / "train.jsonl").write_text((tiny / "train.jsonl").read_text().replace("won the match", "lost", 1))
-    (outcome,) = ShardJob(results, "cpu", request=opts["request"])([task_of(shards[0])])
+    (outcome,) = ShardJob(results, "cpu", request=opts.request)([task_of(shards[0])])
     assert outcome.status == "failed" and "changed since submission" in outcome.message
     assert "changed since submission" in json.loads((results / shards[0].spec.key / "error.json").read_text())["reason"]
 
@@ -245,12 +246,12 @@ def test_options_from_profile_config_and_flags(tmp_path, fake_slurm):
     args = build_parser().parse_args(["run", "--config", str(config), "--time-min", "60", "--sbatch", "qos=high",
                                       "--gpus-per-job", "2"])
     opts = run_options(args)  # the profile is found next to the config file
-    assert opts["executor"] == "slurm" and opts["shards_per_gpu"] == 2
+    assert opts.executor == "slurm" and opts.shards_per_gpu == 2
     expected = {"name": "bench", "timeout_min": 60, "slurm_signal_delay_s": 90, "gpus_per_node": 2, "mem_gb": 32.0,
                 "cpus_per_task": 8,
                 "slurm_partition": "big", "slurm_array_parallelism": 4,
                 "slurm_additional_parameters": {"account": "proj", "qos": "high"}}
-    assert opts["slurm"].parameters() == expected
+    assert opts.slurm.parameters() == expected
     executor = submitit.AutoExecutor(tmp_path / "sub", cluster="slurm")  # real names: submitit accepts them
     executor.update_parameters(**expected)
 
@@ -550,7 +551,7 @@ def test_a_task_trains_with_the_cpus_slurm_allocated(tiny, results, monkeypatch)
     threads = torch.get_num_threads()
     torch.set_num_threads(max(2, usable))
     try:
-        (outcome,) = ShardJob(results, "cpu", request=opts["request"])([task_of(shards[0])])
+        (outcome,) = ShardJob(results, "cpu", request=opts.request)([task_of(shards[0])])
     finally:
         torch.set_num_threads(threads)
     assert outcome.status == "done"
@@ -560,7 +561,7 @@ def test_a_task_trains_with_the_cpus_slurm_allocated(tiny, results, monkeypatch)
 def test_short_time_limits_get_an_early_enough_warning(tiny, results, fake_slurm):
     assert [SlurmOptions(time_min=t).signal_delay_s for t in (1, 2, 6, 240)] == [15, 30, 90, 90]
     shards, opts = planned(tiny, results)
-    submission = submit(shards, results, SlurmOptions(time_min=1, partition="cpu"), opts["request"])
+    submission = submit(shards, results, SlurmOptions(time_min=1, partition="cpu"), opts.request)
     script = next(submission.folder.glob("*submission.sh")).read_text()
     assert "--signal=USR2@15" in script and "--time=1" in script and "gpus" not in script
 

@@ -172,7 +172,7 @@ def light_cases(tmp_path: Path) -> dict[str, tuple[list[str], str]]:
                                                     "ce, cl, cline, clld, clld-adaptive, clld-static, dcl, lcl, "
                                                     "runtime-test, supcon"),
         "unknown-knob": (["--set", "clld.tauu=3"], "method 'clld-adaptive' has no setting 'tauu'; its settings: "
-                                                   "tau, lambda_, projection, update_every, evals_per_epoch, "
+                                                   "tau, ce_weight, projection, update_every, evals_per_epoch, "
                                                    "warmup_fraction"),
         "knob-of-a-runtime-method": (["--set", "runtime-test.j=1"], "method 'runtime-test' has no setting 'j'; its "
                                                                     "settings: k"),

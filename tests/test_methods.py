@@ -105,7 +105,7 @@ def test_cl_is_clld_with_a_uniform_matrix(tmp_path):
 
 
 def test_lcl_helper_gets_gradient_through_the_weights(tmp_path):
-    method, batch, _ = build("lcl", tmp_path, lambda_=0.0)  # only the LCL term remains
+    method, batch, _ = build("lcl", tmp_path, ce_weight=0.0)  # only the LCL term remains
     method.train()
     method.loss(batch)["lcl"].backward()
     assert method.helper_head[1].weight.grad.abs().sum() > 0
@@ -293,11 +293,28 @@ def test_unknown_pair_fails_before_any_shard(cli, tiny, results):
 
 
 def test_lambda_alias(cli, tiny, results):
-    code, _, err = cli("run", "--datasets", tiny, "--methods", "clld", *FAST, "--set", "clld.lambda=0.7",
-                       "--set", "clld.tau=3")
+    code, _, err = cli("run", "--datasets", tiny, "--methods", "supcon", *FAST, "--set", "supcon.lambda=0.7",
+                       "--set", "supcon.tau=3")
     assert code == 0, err
-    spec = json.loads(next(results.glob("clld-adaptive_*/spec.json")).read_text())
+    spec = json.loads(next(results.glob("supcon_*/spec.json")).read_text())
     assert spec["method_config"]["lambda_"] == 0.7 and spec["method_config"]["tau"] == 3.0
+
+
+def test_lambda_weighs_the_contrastive_term_wherever_it_exists():
+    """One meaning per knob name: `lambda` (field lambda_) weighs a method's contrastive or alignment term;
+    the weight of CE is `ce_weight` (clld, lcl: the papers' λ)."""
+    import bench.methods  # noqa: F401
+    from bench.registry import METHODS
+
+    with_lambda = {name for name, cls in METHODS.items() if "lambda_" in cls.config_fields()}
+    with_ce_weight = {name for name, cls in METHODS.items() if "ce_weight" in cls.config_fields()}
+    assert {"supcon", "dcl"} <= with_lambda and not with_lambda & with_ce_weight
+    assert {"cl", "clld-static", "clld-adaptive", "lcl"} <= with_ce_weight
+
+
+def test_clld_lambda_is_refused_with_its_new_name(cli, tiny, results):
+    code, _, err = cli("run", "--datasets", tiny, "--methods", "clld", *FAST, "--set", "clld.lambda=0.7")
+    assert code == 2 and "has no setting 'lambda'" in err and "ce_weight" in err, err
 
 
 def test_static_ldm_from_the_sibling_ce_run(cli, tiny, results):

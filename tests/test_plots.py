@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from bench.reporting import plots
+from bench.reporting import figures, plotdata, plots
 
 from bench.results import store
 from bench.errors import BenchError
@@ -229,7 +229,7 @@ def test_summary_filters(results):
 
 def test_curves_data_has_validation_accuracy_and_loss_parts(results):
     built = plots.curves_plot([results / CE, results / CLLD])
-    assert plots.curve_metrics(built.data) == ["val_accuracy", "train_loss", "train_ce", "train_contrastive"]
+    assert plotdata.curve_metrics(built.data) == ["val_accuracy", "train_loss", "train_ce", "train_contrastive"]
     assert "train_seq_per_s" not in set(built.data["metric"])
     assert set(built.data["label"]) == {"ce s1", "clld-adaptive s1"}
     assert [ax.get_title() for ax in built.figure.axes if ax.axison][:2] == ["validation accuracy",
@@ -241,8 +241,8 @@ def test_curves_data_has_validation_accuracy_and_loss_parts(results):
 def test_figures_are_paper_sized_with_readable_fonts(results):
     single = plots.ldm_plot(results / CLLD).figure
     grid = plots.curves_plot([results / CE, results / CLLD]).figure
-    assert single.get_figwidth() == pytest.approx(plots.COLUMN_WIDTH)
-    assert grid.get_figwidth() == pytest.approx(plots.PAGE_WIDTH)
+    assert single.get_figwidth() == pytest.approx(figures.COLUMN_WIDTH)
+    assert grid.get_figwidth() == pytest.approx(figures.PAGE_WIDTH)
     single.canvas.draw()
     sizes = [t.get_fontsize() for t in single.findobj(lambda a: hasattr(a, "get_fontsize") and a.get_text())]
     assert sizes and min(sizes) >= 7

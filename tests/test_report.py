@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 from statsmodels.stats.contingency_tables import mcnemar
 
-from bench.reporting import render, stats, tables
+from bench.reporting import cellframes, render, stats, tables
 
 from bench.results import store
 from bench.errors import BenchError
@@ -330,10 +330,10 @@ def test_compare_predictions_reports_unpaired_seeds():
 
 @pytest.fixture
 def small():
-    cells = [tables.value_cell("a_1", "x", [0.5, 0.7]), tables.value_cell("a_1", "y", [0.9]),
-             tables.value_cell("b", "x", [0.4])]
-    tables.mark_best(cells, lambda c: c["column"])
-    return tables.make_table(cells, "Acc 50% & more", "data", ["a note_1"])
+    cells = [cellframes.value_cell("a_1", "x", [0.5, 0.7]), cellframes.value_cell("a_1", "y", [0.9]),
+             cellframes.value_cell("b", "x", [0.4])]
+    cellframes.mark_best(cells, lambda c: c["column"])
+    return cellframes.make_table(cells, "Acc 50% & more", "data", ["a note_1"])
 
 
 def test_markdown_exact(small):

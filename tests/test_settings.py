@@ -100,7 +100,7 @@ def test_cli_bad_set_is_one_line(cli, tiny):
 def test_shipped_config_files_are_valid():
     from pathlib import Path
 
-    from bench.cli.main import seed_list
+    from bench.cli.common import seed_list
 
     for path in sorted((Path(__file__).resolve().parent.parent / "configs").glob("*.yaml")):
         run, settings = load_config_file(str(path))

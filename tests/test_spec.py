@@ -57,6 +57,25 @@ def test_method_version_one_keeps_old_keys_and_a_new_version_gets_its_own():
     assert RunSpec.from_json(newer.to_json()) == newer
 
 
+def test_a_renamed_knob_keeps_the_run_key_of_its_old_name():
+    """clld's lambda_ became ce_weight (same objective): runs stored before the rename keep their keys."""
+    from bench.registry import METHODS
+    from bench.spec import method_config
+
+    import bench.methods  # noqa: F401
+
+    config = method_config("clld-adaptive", {"ce_weight": 0.7})
+    renamed = make(method="clld-adaptive", method_config=config, method_version=2,
+                   key_names=tuple(METHODS.get("clld-adaptive").key_names.items()))
+    before = make(method="clld-adaptive", method_config=tuple(sorted(
+        ("lambda_" if k == "ce_weight" else k, v) for k, v in config)), method_version=2)
+    assert renamed.key == before.key and "clld-adaptive.lambda_=0.7" in renamed.canonical()
+    assert RunSpec.from_json(renamed.to_json()) == renamed
+    assert make(method="clld-adaptive", method_config=config, method_version=2).key != before.key  # the mapping counts
+    with pytest.raises(ValueError, match="share a name"):
+        make(method_config=(("a", 1), ("b", 2)), key_names=(("a", "b"),)).canonical()
+
+
 def test_run_spec_is_stamped_with_the_method_version(monkeypatch):
     from bench.registry import METHODS
     from bench.running.runner import run_spec
@@ -65,6 +84,7 @@ def test_run_spec_is_stamped_with_the_method_version(monkeypatch):
     data = type("Data", (), {"name": "mr", "fingerprint": "abc123"})()
     spec = run_spec("clld-adaptive", data, "minilm", 1, TrainConfig(), method_config("clld-adaptive", {}))
     assert spec.method_version == METHODS.get("clld-adaptive").version == 2
+    assert spec.key_names == (("ce_weight", "lambda_"),)  # a renamed knob keeps its old name in the key
     monkeypatch.setattr(METHODS.get("ce"), "version", 3)
     assert run_spec("ce", data, "minilm", 1, TrainConfig(), ()).key != make().key
 

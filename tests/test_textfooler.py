@@ -25,6 +25,7 @@ from bench.evaluators.base import EvalContext, EvalOptions
 from bench.evaluators.scripted import FunctionClassifier, KeywordClassifier
 from bench.evaluators.textfooler import TextFooler
 from bench.registry import EVALUATORS
+from conftest import evaluate_and_store
 
 LABELS = ["negative", "positive"]
 
@@ -368,7 +369,7 @@ def test_adaptive_evaluation_records_metrics_and_stores_adversarial_examples(tmp
     ctx = context(tmp_path, "runA", keyword_classifier())
     ev = evaluator()
     assert ev.skip_reason(ctx) is None
-    rows = ev.evaluate(ctx)
+    rows = evaluate_and_store(ev, ctx)
     got = metrics_of(rows)
     assert got["accuracy_under_attack"] == (0.5, 4) and got["attack_success_rate"][0] == pytest.approx(1 / 3)
     for row in rows:
@@ -398,7 +399,7 @@ def test_attack_data_file_with_label_names(tmp_path):
     path = tmp_path / "adv" / "test.jsonl"
     path.parent.mkdir()
     path.write_text('{"text": "a good film", "label": "positive"}\n', encoding="utf-8")
-    rows = evaluator().evaluate(context(tmp_path, "r", keyword_classifier(), attack_data=str(path.parent)))
+    rows = evaluator().evaluate(context(tmp_path, "r", keyword_classifier(), attack_data=str(path.parent))).rows
     assert metrics_of(rows)["attack_success_rate"] == (1.0, 1) and rows[0]["attack_data"] == "adv"
     path.write_text('{"text": "a good film", "label": "pos"}\n', encoding="utf-8")
     with pytest.raises(BenchError, match=r"labels \['pos'\]"):
@@ -408,10 +409,11 @@ def test_attack_data_file_with_label_names(tmp_path):
 
 
 def test_transfer_scores_another_classifier_on_the_stored_set(tmp_path):
-    evaluator().evaluate(context(tmp_path, "source", keyword_classifier()))
+    evaluate_and_store(evaluator(), context(tmp_path, "source", keyword_classifier()))
     robust = KeywordClassifier(LABELS, {"positive": {"good", "great", "fine"}, "negative": {"bad"}},
                                default="negative")
-    rows = evaluator().evaluate(context(tmp_path, "target", robust, attack_mode="transfer", attack_source="source"))
+    rows = evaluator().evaluate(context(tmp_path, "target", robust, attack_mode="transfer",
+                                        attack_source="source")).rows
     got = metrics_of(rows)
     assert got["clean_accuracy"] == (0.75, 4)         # "bad movie" (positive) is wrong for it too
     assert got["adversarial_accuracy"] == (1.0, 1)    # "the movie was fine ." stays positive
@@ -420,7 +422,7 @@ def test_transfer_scores_another_classifier_on_the_stored_set(tmp_path):
     assert rows[0]["word_vectors"] == "tiny"
     # the source model itself is fooled by its own adversarial example
     own = metrics_of(evaluator().evaluate(context(tmp_path, "again", keyword_classifier(), attack_mode="transfer",
-                                                  attack_source=str(tmp_path / "results" / "source"))))
+                                                  attack_source=str(tmp_path / "results" / "source"))).rows)
     assert own["adversarial_accuracy"] == (0.0, 1) and own["accuracy_under_attack"] == (0.5, 4)
 
 
@@ -486,7 +488,7 @@ def test_attack_data_seen_in_training_is_left_out_and_counted(tmp_path):
     train_text = PAIRS[0][0]  # a training text of the toy data, tokenised differently below
     path.write_text(json.dumps({"text": train_text.replace(" .", ".").upper(), "label": PAIRS[0][1]}) + "\n"
                     + '{"text": "a good film", "label": "positive"}\n', encoding="utf-8")
-    rows = evaluator().evaluate(context(tmp_path, "r", keyword_classifier(), attack_data=str(path)))
+    rows = evaluator().evaluate(context(tmp_path, "r", keyword_classifier(), attack_data=str(path))).rows
     got = metrics_of(rows)
     assert got["excluded_train_overlap"] == (1.0, 2)
     assert got["clean_accuracy"][1] == 1  # only the unseen text is attacked

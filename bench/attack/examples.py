@@ -1,4 +1,5 @@
-"""The texts an attack runs on, and the stored adversarial examples of a run (read and write)."""
+"""The texts an attack runs on, and the adversarial examples of a run: the files' content (the store writes
+them) and reading them back."""
 
 from __future__ import annotations
 
@@ -12,7 +13,8 @@ import numpy as np
 
 from bench.results import store
 from bench.attack.search import AttackResult
-from bench.data.loading import find_named, find_split_file, fixed_sample, read_rows, rows_to_columns
+from bench.data.files import find_split_file, read_rows, rows_to_columns
+from bench.data.loading import find_named, fixed_sample
 from bench.errors import BenchError
 
 ADVERSARIAL_FILE = store.ADVERSARIAL
@@ -63,12 +65,10 @@ def adversarial_rows(ids: Sequence[str], results: Sequence[AttackResult],
             for i, r in zip(ids, results)]
 
 
-def write_adversarial(run_dir: Path, rows: list[dict[str, Any]], settings: dict[str, Any]) -> Path:
-    """Store a run's adversarial examples (and the attack's settings beside them), atomically."""
-    store.write_json(run_dir / SETTINGS_FILE, settings)
-    path = run_dir / ADVERSARIAL_FILE
-    store.write_jsonl_gz(path, rows)
-    return path
+def adversarial_artefacts(rows: list[dict[str, Any]], settings: dict[str, Any]) -> dict[str, Any]:
+    """A run's adversarial examples and the attack's settings, as the artefacts the store writes beside each
+    other (file name -> content; `read_adversarial` reads them back)."""
+    return {SETTINGS_FILE: settings, ADVERSARIAL_FILE: rows}
 
 
 def require_source(source: str) -> None:

@@ -1,5 +1,5 @@
 """The TextFooler recipe: word vectors + part-of-speech and sentence-similarity constraints + greedy search,
-assembled with the defaults (GloVe 6B-50d or a vectors file, MiniLM cosine, bench.data.augment's tagger).
+assembled with the defaults (GloVe 6B-50d or a vectors file, MiniLM cosine, bench.data.tagging's tagger).
 
 `attack_pairs` runs it on (text, label) pairs outside any evaluator, e.g. for benchmarks.
 """
@@ -26,10 +26,10 @@ WORDNET_HINT = ("the textfooler attack's antonym filter and part-of-speech const
 def check_wordnet(tagger_needs_it: bool = True, antonyms_need_it: bool = True) -> None:
     """SkipEvaluator when WordNet cannot be loaded but the default tagger (falling back to WordNet) or the
     antonym filter needs it."""
-    from bench.data import augment
+    from bench.data import tagging
     from bench.data.wordnet import load_wordnet
 
-    if not (antonyms_need_it or (tagger_needs_it and augment.tagger_name() == "wordnet")):
+    if not (antonyms_need_it or (tagger_needs_it and tagging.tagger_name() == "wordnet")):
         return
     try:
         load_wordnet()
@@ -40,7 +40,7 @@ def check_wordnet(tagger_needs_it: bool = True, antonyms_need_it: bool = True) -
 def build_attack(word_vectors: str | WordVectors = "", encoder: SentenceEncoder | None = None,
                  tagger: Tagger | None = None, config: AttackConfig | None = None) -> TextFoolerAttack:
     """A TextFoolerAttack: word_vectors is a WordVectors, a vectors file path, or '' for GloVe 6B-50d;
-    encoder defaults to MiniLM and tagger to bench.data.augment.pos_tags (WordNet checked up front)."""
+    encoder defaults to MiniLM and tagger to bench.data.tagging.pos_tags (WordNet checked up front)."""
     vectors = word_vectors if isinstance(word_vectors, WordVectors) else load_word_vectors(word_vectors)
     check_wordnet(tagger_needs_it=tagger is None, antonyms_need_it=(config or AttackConfig()).drop_antonyms)
     return TextFoolerAttack(vectors, encoder or MiniLMEncoder(), PartOfSpeech(tagger), config)

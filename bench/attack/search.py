@@ -20,7 +20,9 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from bench.data import augment
+from bench.data.substitutes import antonym_candidates
+from bench.data.tagging import WORDNET_POS
+from bench.data.words import apply_case, case_style, is_candidate, split_token
 from bench.attack.pos import PartOfSpeech
 from bench.attack.similarity import SIM_KIND, SentenceEncoder, window_similarities
 from bench.attack.wordvectors import WordVectors
@@ -76,7 +78,7 @@ class AttackResult:
 
 def wordnet_antonyms(word: str) -> frozenset[str]:
     """A lower-case word's WordNet antonyms under every part of speech (needs WordNet)."""
-    return frozenset(a for tag in augment.WORDNET_POS for a in augment.antonym_candidates(word, tag))
+    return frozenset(a for tag in WORDNET_POS for a in antonym_candidates(word, tag))
 
 
 def word_importance(p_orig: np.ndarray, p_deleted: np.ndarray) -> np.ndarray:
@@ -119,23 +121,23 @@ class TextFoolerAttack:
         Plain GloVe puts antonyms among the nearest neighbours (good ~ bad); the paper's counter-fitted
         vectors push them apart. With `drop_antonyms` a word's WordNet antonyms are removed instead, so a
         "successful" attack does not simply invert the meaning."""
-        cores = [augment.split_token(t)[1] for t in tokens]
-        positions = [i for i, core in enumerate(cores) if augment.is_candidate(core)]
+        cores = [split_token(t)[1] for t in tokens]
+        positions = [i for i, core in enumerate(cores) if is_candidate(core)]
         found = self.vectors.neighbours_many([cores[i] for i in positions], self.config.max_candidates,
                                              self.config.cos_threshold)
         out = {}
         for i in positions:
             banned = set(self.antonyms(cores[i].lower())) if self.config.drop_antonyms else set()
-            words = [w for w, _ in found[cores[i].lower()] if augment.is_candidate(w) and w.lower() not in banned]
+            words = [w for w, _ in found[cores[i].lower()] if is_candidate(w) and w.lower() not in banned]
             if words:
                 out[i] = words
         return out
 
     def substituted(self, tokens: Sequence[str], position: int, word: str) -> list[str]:
         """tokens with tokens[position]'s core replaced by word (its punctuation and capitalisation kept)."""
-        lead, core, trail = augment.split_token(tokens[position])
+        lead, core, trail = split_token(tokens[position])
         new = list(tokens)
-        new[position] = lead + augment.apply_case(word.lower(), augment.case_style(core)) + trail
+        new[position] = lead + apply_case(word.lower(), case_style(core)) + trail
         return new
 
     # ---------------------------------------------------------------- one text

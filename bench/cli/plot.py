@@ -134,7 +134,7 @@ def build_plots(args: argparse.Namespace) -> Iterator[Any]:
 
 def cmd_plot(args: argparse.Namespace) -> int:
     """Build the requested figures, save each as PNG and PDF, and print the written paths."""
-    from bench.reporting.plots import save_plot
+    from bench.reporting.figures import save_plot
 
     reports = Path(args.reports_dir)
     for plot in build_plots(args):

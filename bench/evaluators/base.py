@@ -1,9 +1,10 @@
 """The evaluator interface: an evaluator scores a trained classifier and returns tidy records.
 
-An evaluator never trains. It gets an `EvalContext` (the classifier behind a text -> probabilities
-interface, the run's data, a folder for artefacts and the user's evaluator options) and returns records
-`{"split", "metric", "value", "n", ...}`; the runner adds the run's identity and provenance to each one.
-Extra scalar keys in a record (e.g. `test`, `capability`, attack parameters) become result columns.
+An evaluator never trains, and never writes into the run folder. It gets an `EvalContext` (the classifier
+behind a text -> probabilities interface, the run's data, the run's folder to read and the user's evaluator
+options) and returns an `Evaluation`: records `{"split", "metric", "value", "n", ...}`, to which the runner adds
+the run's identity and provenance, and artefacts (per-example files), which the store writes into the run
+folder. Extra scalar keys in a record (e.g. `test`, `capability`, attack parameters) become result columns.
 """
 
 from __future__ import annotations
@@ -77,7 +78,7 @@ class EvalContext:
 
     classifier: Classifier
     data: TextData
-    run_dir: Path                      # artefacts of this run (write with bench.results.store helpers)
+    run_dir: Path                      # this run's folder, to read (artefacts are returned, never written here)
     cache_dir: Path                    # shared across runs of a results folder (e.g. transfer attack sets)
     seed: int
     options: EvalOptions = field(default_factory=EvalOptions)
@@ -88,6 +89,22 @@ class EvalContext:
     @property
     def label_names(self) -> list[str]:
         return self.data.label_names
+
+
+@dataclass
+class Evaluation:
+    """What an evaluator returns: tidy records and artefacts, the files the store writes into the run folder.
+
+    `artefacts` maps a file name (a constant of bench.results.store, one of those `Evaluator.artefacts` names)
+    to its content: a JSON value for a `.json` name, a list of dict records for a `.jsonl.gz` name."""
+
+    rows: list[dict[str, Any]]
+    artefacts: dict[str, Any] = field(default_factory=dict)
+
+
+def as_evaluation(result: Evaluation | list[dict[str, Any]]) -> Evaluation:
+    """What `Evaluator.evaluate` returned, as an Evaluation (a plain list of records has no artefacts)."""
+    return result if isinstance(result, Evaluation) else Evaluation(list(result))
 
 
 class Evaluator:
@@ -104,16 +121,18 @@ class Evaluator:
         return None
 
     def artefacts(self, options: EvalOptions) -> tuple[str, ...]:
-        """Files (relative to the run folder) that these options ask for besides the rows; a stored
-        evaluation without them is recomputed."""
+        """Files (names in the run folder) that these options ask for besides the rows, returned by `evaluate`
+        as artefacts; a stored evaluation without them is recomputed."""
         return ()
 
     def check(self, options: EvalOptions, data: TextData, results_dir: Path) -> None:
         """Check the user's options against a dataset before any shard starts (raise BenchError on a
         problem the user must fix, e.g. a suite file that does not parse)."""
 
-    def evaluate(self, ctx: EvalContext) -> list[dict[str, Any]]:
-        """Tidy records: each has `split`, `metric`, `value`, `n` and any extra scalar columns."""
+    def evaluate(self, ctx: EvalContext) -> Evaluation | list[dict[str, Any]]:
+        """An `Evaluation`: tidy records (each has `split`, `metric`, `value`, `n` and any extra scalar columns)
+        and the artefacts the store writes into the run folder. A plain list of records is accepted too (an
+        evaluation without artefacts, as third-party plugin evaluators return)."""
         raise NotImplementedError
 
     def settings(self, options: EvalOptions) -> dict[str, Any]:

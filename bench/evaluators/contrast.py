@@ -9,9 +9,10 @@ from typing import Any
 import numpy as np
 
 from bench.results import store
-from bench.data.loading import TextData, find_named, find_split_file, read_rows
+from bench.data.files import find_split_file, read_rows
+from bench.data.loading import TextData, find_named
 from bench.errors import BenchError, SkipEvaluator
-from bench.evaluators.base import EvalContext, EvalOptions, Evaluator
+from bench.evaluators.base import EvalContext, EvalOptions, Evaluation, Evaluator
 from bench.registry import DATASETS, EVALUATORS
 
 KINDS = ("original", "contrast")
@@ -71,19 +72,23 @@ class ContrastSets(Evaluator):
         return ctx.options.contrast_set or default_contrast_set(ctx.data.name)
 
     def skip_reason(self, ctx: EvalContext) -> str | None:
+        """Why not: the dataset's card names no contrast set and none was given."""
         if not self.source(ctx):
             return (f"no contrast set for dataset {ctx.data.name!r} (its card names none; give --contrast-set "
                     "PATH to a folder of id/text/label/pair_id/kind rows)")
         return None
 
     def check(self, options: EvalOptions, data: TextData, results_dir: Path) -> None:
+        """Before any shard: a contrast set given explicitly exists and reads."""
         if options.contrast_set:  # asked for explicitly: a missing or malformed set is the user's to fix
             try:
                 read_pairs(resolve_set(options.contrast_set, options.data_dir), options.contrast_split)
             except SkipEvaluator as exc:
                 raise BenchError(str(exc)) from exc
 
-    def evaluate(self, ctx: EvalContext) -> list[dict[str, Any]]:
+    def evaluate(self, ctx: EvalContext) -> Evaluation:
+        """Accuracy on originals and on contrast examples and pair consistency; per-pair predictions as the
+        artefact."""
         name = self.source(ctx)
         pairs = read_pairs(resolve_set(name, ctx.options.data_dir), ctx.options.contrast_split)
         labels = sorted({row["label"] for pair in pairs for row in pair})
@@ -97,15 +102,14 @@ class ContrastSets(Evaluator):
         gold = np.array([[index[o["label"]], index[c["label"]]] for o, c in pairs])
         right = predicted == gold
         names = ctx.label_names
-        store.write_jsonl_gz(ctx.run_dir / store.CONTRAST_PREDICTIONS, [
-            {"pair_id": o["pair_id"], "original_gold": o["label"], "original_predicted": names[p[0]],
-             "contrast_gold": c["label"], "contrast_predicted": names[p[1]]}
-            for (o, c), p in zip(pairs, predicted)])
+        per_pair = [{"pair_id": o["pair_id"], "original_gold": o["label"], "original_predicted": names[p[0]],
+                     "contrast_gold": c["label"], "contrast_predicted": names[p[1]]}
+                    for (o, c), p in zip(pairs, predicted)]
         extra = {"contrast_set": Path(name).name, "label": ""}
         split = f"contrast-{ctx.options.contrast_split}"
         n = len(pairs)
-        return [
+        return Evaluation([
             {"split": split, "metric": "original_accuracy", "value": float(right[:, 0].mean()), "n": n, **extra},
             {"split": split, "metric": "contrast_accuracy", "value": float(right[:, 1].mean()), "n": n, **extra},
             {"split": split, "metric": "consistency", "value": float(right.all(1).mean()), "n": n, **extra},
-        ]
+        ], {store.CONTRAST_PREDICTIONS: per_pair})

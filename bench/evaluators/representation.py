@@ -9,7 +9,7 @@ import numpy as np
 
 from bench.results import store
 from bench.data.loading import fixed_sample
-from bench.evaluators.base import EvalContext, EvalOptions, Evaluator
+from bench.evaluators.base import EvalContext, EvalOptions, Evaluation, Evaluator
 from bench.registry import EVALUATORS
 
 MAX_EXAMPLES = 2000  # pairwise metrics are O(n^2): a fixed, seeded sample of the test split above this
@@ -77,9 +77,11 @@ class Representation(Evaluator):
     option_names = ()  # t-SNE only adds an artefact (tsne.json); the metrics do not depend on it
 
     def artefacts(self, options: EvalOptions) -> tuple[str, ...]:
+        """The t-SNE coordinates, when asked for."""
         return (TSNE_FILE,) if options.tsne else ()
 
-    def evaluate(self, ctx: EvalContext) -> list[dict[str, Any]]:
+    def evaluate(self, ctx: EvalContext) -> Evaluation:
+        """The metrics of a fixed test sample's embeddings; with `tsne`, its 2-D coordinates as the artefact."""
         test = ctx.data.test
         index = test_sample(len(test), MAX_EXAMPLES)
         texts = [test.texts[i] for i in index]
@@ -89,12 +91,13 @@ class Representation(Evaluator):
         view_b = normalise(ctx.classifier.embed(texts, dropout=True))
         values = {"alignment_dropout": alignment(view_a, view_b), "uniformity": uniformity(x),
                   **class_pair_stats(x, labels)}
+        artefacts: dict[str, Any] = {}
         if ctx.options.tsne:
             chosen = test_sample(len(texts), ctx.options.tsne_n)
             xy = tsne_coordinates(x[chosen], ctx.seed)
             names = ctx.label_names
-            store.write_json(ctx.run_dir / TSNE_FILE, {
+            artefacts[TSNE_FILE] = {
                 "ids": [test.ids[index[i]] for i in chosen], "labels": [names[labels[i]] for i in chosen],
-                "x": xy[:, 0].round(4).tolist(), "y": xy[:, 1].round(4).tolist()})
-        return [{"split": "test", "metric": metric, "value": value, "n": len(texts), "label": ""}
-                for metric, value in values.items()]
+                "x": xy[:, 0].round(4).tolist(), "y": xy[:, 1].round(4).tolist()}
+        return Evaluation([{"split": "test", "metric": metric, "value": value, "n": len(texts), "label": ""}
+                           for metric, value in values.items()], artefacts)

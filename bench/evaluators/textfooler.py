@@ -24,7 +24,7 @@ from bench.attack.similarity import MINILM_HINT, SentenceEncoder
 from bench.attack.wordvectors import GLOVE_HINT, WordVectors, glove_installed
 from bench.data.loading import TextData
 from bench.errors import BenchError, SkipEvaluator
-from bench.evaluators.base import EvalContext, EvalOptions, Evaluator
+from bench.evaluators.base import EvalContext, EvalOptions, Evaluation, Evaluator
 from bench.registry import EVALUATORS
 
 MODES = ("adaptive", "transfer")
@@ -122,8 +122,9 @@ class TextFooler(Evaluator):
 
     # ---------------------------------------------------------------- evaluate
 
-    def evaluate(self, ctx: EvalContext) -> list[dict[str, Any]]:
-        """Metric records of the adaptive attack or of the transfer set (split `attack`)."""
+    def evaluate(self, ctx: EvalContext) -> Evaluation:
+        """Metric records of the adaptive attack or of the transfer set (split `attack`), with the adversarial
+        examples or the per-example transfer predictions as artefacts."""
         check_options(ctx.options)
         if ctx.options.attack_mode == "transfer":
             return self.transfer(ctx)
@@ -147,8 +148,9 @@ class TextFooler(Evaluator):
         index = examples.sample_index(len(texts), ctx.options.attack_n)
         return [ids[i] for i in index], [texts[i] for i in index], golds[index], name, excluded
 
-    def adaptive(self, ctx: EvalContext) -> list[dict[str, Any]]:
-        """Attack ctx.classifier; store the adversarial examples with the run; return the metrics."""
+    def adaptive(self, ctx: EvalContext) -> Evaluation:
+        """Attack ctx.classifier: the metrics, and the adversarial examples (with the attack's settings) as
+        artefacts."""
         options = ctx.options
         ids, texts, golds, data_name, excluded = self.attack_set(ctx)
         if options.attack_backend == "textattack":
@@ -162,16 +164,17 @@ class TextFooler(Evaluator):
             columns = attack.columns()
         columns = {"attack_mode": "adaptive", "attack_backend": options.attack_backend, "attack_data": data_name,
                    "attack_source": "", **columns}
-        examples.write_adversarial(ctx.run_dir, examples.adversarial_rows(ids, results, ctx.label_names),
-                                   {**columns, "run_key": ctx.run_key, "n": len(results)})
+        artefacts = examples.adversarial_artefacts(examples.adversarial_rows(ids, results, ctx.label_names),
+                                                   {**columns, "run_key": ctx.run_key, "n": len(results)})
         rows = [{"split": SPLIT, **row, **columns} for row in summarise(results, seconds)]
         if options.attack_data:
             rows.append({"split": SPLIT, "metric": "excluded_train_overlap", "value": float(excluded),
                          "n": excluded + len(ids), **columns})
-        return rows
+        return Evaluation(rows, artefacts)
 
-    def transfer(self, ctx: EvalContext) -> list[dict[str, Any]]:
-        """Score ctx.classifier on the originals and adversarial texts stored by a source run."""
+    def transfer(self, ctx: EvalContext) -> Evaluation:
+        """Score ctx.classifier on the originals and adversarial texts stored by a source run: the metrics, and
+        the per-example predictions as the artefact."""
         source = ctx.options.attack_source
         path = examples.resolve_source(source, ctx.results_dir)
         rows, stored = examples.read_adversarial(path)
@@ -187,10 +190,9 @@ class TextFooler(Evaluator):
         on_original, on_adversarial = predicted[:len(rows)], predicted[len(rows):]
         under_attack = on_original.copy()
         under_attack[won] = on_adversarial
-        store.write_jsonl_gz(ctx.run_dir / TRANSFER_FILE, [
-            {"id": r.get("id", str(i)), "gold": r["gold"], "status": r["status"],
-             "original_pred": ctx.label_names[int(p)], "attacked_pred": ctx.label_names[int(a)]}
-            for i, (r, p, a) in enumerate(zip(rows, on_original, under_attack))])
+        per_example = [{"id": r.get("id", str(i)), "gold": r["gold"], "status": r["status"],
+                        "original_pred": ctx.label_names[int(p)], "attacked_pred": ctx.label_names[int(a)]}
+                       for i, (r, p, a) in enumerate(zip(rows, on_original, under_attack))]
         keep = ("attack_backend", "attack_data", "word_vectors", "cos_threshold", "max_candidates",
                 "sim_threshold", "sim_window", "sim_kind", "sentence_encoder", "pos_tagger", "max_change")
         columns = {**{k: stored[k] for k in keep if k in stored}, "attack_mode": "transfer",
@@ -200,5 +202,5 @@ class TextFooler(Evaluator):
         metrics = (("clean_accuracy", float((on_original == gold).mean()), n),
                    ("adversarial_accuracy", adversarial_accuracy, n_won),
                    ("accuracy_under_attack", float((under_attack == gold).mean()), n))
-        return [{"split": SPLIT, "metric": metric, "value": value, "n": count, **columns}
-                for metric, value, count in metrics]
+        return Evaluation([{"split": SPLIT, "metric": metric, "value": value, "n": count, **columns}
+                           for metric, value, count in metrics], {TRANSFER_FILE: per_example})

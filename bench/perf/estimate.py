@@ -41,7 +41,8 @@ def estimate(config: str | None, data_dir: str | None, achieved_tflops: float, d
     bert-base-random for bert-base-uncased when the Hub is unreachable); `epochs` replaces the configured
     maximum (e.g. the epoch early stopping is expected at); `results_dir` adds measured epoch times of
     finished runs with the same keys; `shard_overhead_s` is added per shard (loading, evaluation)."""
-    from bench.cli.main import build_parser, run_options
+    from bench.cli.main import build_parser
+    from bench.cli.run_options import run_options
     from bench.encoders.models import build_encoder
     from bench.data.loading import load_dataset
     from bench.registry import METHODS
@@ -53,21 +54,21 @@ def estimate(config: str | None, data_dir: str | None, achieved_tflops: float, d
     args = build_parser().parse_args(["run", *(["--config", config] if config else []),
                                       *(["--data-dir", data_dir] if data_dir else [])])
     opts = run_options(args)
-    methods = [METHODS.canonical(m) for m in opts["methods"]]
-    configs = {m: method_config(m, opts["knobs"].get(m, {})) for m in methods}
+    methods = [METHODS.canonical(m) for m in opts.methods]
+    configs = {m: method_config(m, opts.knobs.get(m, {})) for m in methods}
     rate = achieved_tflops * 1e12
     shards, datasets = [], {}
-    for dataset in opts["datasets"]:
-        cfg = train_config(dataset, opts["overrides"])
-        data = load_dataset(dataset, opts["data_dir"], cfg.data_seed, cfg.val_fraction)
-        for encoder in opts["encoders"]:
+    for dataset in opts.datasets:
+        cfg = train_config(dataset, opts.overrides)
+        data = load_dataset(dataset, opts.data_dir, cfg.data_seed, cfg.val_fraction)
+        for encoder in opts.encoders:
             bundle = build_encoder(shape_encoder or encoder, data.train.texts, cfg)
             flops = split_flops(data, bundle.tokenize, bundle.model, cfg)
             datasets[f"{data.name}/{encoder}"] = {"train_texts": len(data.train), "validation_texts":
                                                   len(data.validation), "test_texts": len(data.test),
                                                   "train_pass_tflop": round(flops["train"] / 1e12, 2)}
             for method in methods:
-                for seed in opts["seeds"]:
+                for seed in opts.seeds:
                     spec = run_spec(method, data, encoder, seed, cfg, configs[method])
                     shards.append(shard_cost(spec, flops, epochs))
     rows = []

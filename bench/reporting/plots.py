@@ -1,241 +1,39 @@
 """Figures from stored runs (`bench plot`): label-distance and confusion heatmaps, training curves, t-SNE
 scatters and a per-method summary over seeds.
 
-Builders are pure functions of run folders (or tidy rows). Each returns a `Plot`: the figure, the data it
-drew (a matrix, records or a frame, so tests can check the numbers) and the stem of its file names.
-`save_plot` writes PNG and PDF atomically with fixed metadata, so re-running gives identical bytes.
-Figures are plain `matplotlib.figure.Figure` objects on the Agg canvas (never registered with pyplot).
+Builders are pure functions of run folders (or tidy rows). Each returns a `Plot` (`bench.reporting.figures`):
+the figure, the data it drew (a matrix, records or a frame, so tests can check the numbers) and the stem of
+its file names; `figures.save_plot` writes it. The data behind curves and summaries is in
+`bench.reporting.plotdata`.
 """
 
 from __future__ import annotations
 
-import contextlib
-import functools
 import hashlib
 import math
-from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
 import seaborn as sns
-from matplotlib import rc_context
 from matplotlib.axes import Axes
-from matplotlib.backends.backend_agg import FigureCanvasAgg
-from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.ticker import MaxNLocator
 
-from bench.results import store
 from bench.errors import BenchError
+from bench.reporting.figures import (ANNOTATE_MAX, COLUMN_WIDTH, PAGE_WIDTH, Plot, RunInfo, class_names,
+                                     distinct_labels, draw_heatmap, heatmap_size, new_figure, read_confusion,
+                                     read_ldm, read_ldm_updates, read_tsne, run_info, short, styled)
+from bench.reporting.plotdata import curve_metrics, curve_records, select_rows, summary_frame
 
-DPI = 200
-FORMATS = ("png", "pdf")
-METADATA = {"png": {"Software": None}, "pdf": {"CreationDate": None, "ModDate": None}}  # no timestamps
-COLUMN_WIDTH = 3.3  # inches: one paper column
-PAGE_WIDTH = 7.0  # inches: two columns (grids)
 MAX_PANELS = 12  # LDM evolution: at most this many heatmaps
-ANNOTATE_MAX = 12  # heatmaps with more classes than this are not annotated
 EVOLUTION_NAMES_MAX = 10  # LDM evolution panels with more classes than this show no class names
 EVOLUTION_NAME_CHARS = 10
-LABEL_CHARS = 18  # longer class names are shortened with an ellipsis
-STYLE = {
-    "font.size": 8, "axes.titlesize": 8, "axes.labelsize": 8, "xtick.labelsize": 7, "ytick.labelsize": 7,
-    "legend.fontsize": 7, "legend.title_fontsize": 7, "figure.titlesize": 9, "pdf.fonttype": 42,
-    "axes.spines.top": False, "axes.spines.right": False, "axes.linewidth": 0.6, "lines.linewidth": 1.2,
-    "xtick.major.width": 0.6, "ytick.major.width": 0.6, "legend.frameon": False,
-}
-SUMMARY_SELECTION = {"evaluator": "clean", "split": "test", "label": ""}
-MISSING_TRAINING_FILE = "it is written when training finishes; finish the run with `bench run`"
-
-
-@dataclass
-class Plot:
-    """A built figure: `stem` names its files, `data` is what it drew."""
-
-    stem: str
-    figure: Figure
-    data: Any
-
-
-@dataclass(frozen=True)
-class RunInfo:
-    """What a figure needs from a run's spec.json."""
-
-    path: Path
-    key: str
-    method: str
-    dataset: str
-    encoder: str
-    seed: int
-    config_hash: str
-    label_names: tuple[str, ...]
-    test_ids: str
-
-    @property
-    def label(self) -> str:
-        """A short legend/title label: `method s<seed>`."""
-        return f"{self.method} s{self.seed}"
-
-
-# ----------------------------------------------------------------------------------------------- style
-
-@contextlib.contextmanager
-def style() -> Iterator[None]:
-    """The paper style (small fonts, TrueType in PDFs) for building and saving figures."""
-    with rc_context(STYLE):
-        yield
-
-
-def styled(builder: Callable[..., Plot]) -> Callable[..., Plot]:
-    """Decorator: build the figure under `style()`."""
-
-    @functools.wraps(builder)
-    def wrapper(*args: Any, **kwargs: Any) -> Plot:
-        with style():
-            return builder(*args, **kwargs)
-
-    return wrapper
-
-
-def new_figure(width: float, height: float) -> Figure:
-    """A figure with constrained layout on the Agg canvas (independent of pyplot)."""
-    figure = Figure(figsize=(width, height), layout="constrained")
-    FigureCanvasAgg(figure)
-    return figure
-
-
-def save_plot(plot: Plot, reports_dir: Path) -> list[Path]:
-    """Write `<stem>.png` (dpi 200) and `<stem>.pdf` under `reports_dir` atomically; returns the paths."""
-    paths = []
-    with style():
-        for fmt in FORMATS:
-            path = Path(reports_dir) / f"{plot.stem}.{fmt}"
-            with store.atomic_path(path) as tmp:
-                plot.figure.savefig(tmp, format=fmt, dpi=DPI, metadata=METADATA[fmt])
-            paths.append(path)
-    return paths
-
-
-# ----------------------------------------------------------------------------------------------- run files
-
-def run_info(run_dir: Path) -> RunInfo:
-    """The identity of a run from its spec.json."""
-    spec = store.read_json(Path(run_dir) / store.SPEC)
-    data = spec.get("data") or {}
-    return RunInfo(Path(run_dir), str(spec.get("key") or Path(run_dir).name), str(spec.get("method", "?")),
-                   str(spec.get("dataset", "?")), str(spec.get("encoder", "?")), int(spec.get("seed", 0)),
-                   str(spec.get("config_hash", "")), tuple(data.get("label_names") or ()),
-                   str((spec.get("split_ids") or {}).get("test", "")))
-
-
-def read_run_file(run: RunInfo, name: str, fix: str) -> Any:
-    """A JSON file of the run, or a BenchError saying it is missing and how to get it."""
-    path = run.path / name
-    if not path.is_file():
-        raise BenchError(f"run {run.key} has no {name}; {fix}")
-    return store.read_json(path)
-
-
-def class_names(run: RunInfo, size: int, stored: Sequence[str] | None = None) -> list[str]:
-    """Class names for a size x size matrix: the stored ones, the spec's, or indices."""
-    for names in (stored, run.label_names):
-        if names and len(names) == size:
-            return [str(n) for n in names]
-    return [str(i) for i in range(size)]
-
-
-def short(name: str, limit: int = LABEL_CHARS) -> str:
-    """A class name cut to `limit` characters (with an ellipsis)."""
-    return name if len(name) <= limit else name[:limit - 1] + "…"
-
-
-def read_ldm(run: RunInfo) -> np.ndarray:
-    """The run's final label-distance matrix (method_state.json of clld methods)."""
-    state = read_run_file(run, store.METHOD_STATE, "only clld methods store a label-distance matrix")
-    if not state.get("ldm"):
-        raise BenchError(f"run {run.key} has no label-distance matrix in method_state.json (only clld methods "
-                         "store one)")
-    return np.asarray(state["ldm"], dtype=float)
-
-
-def read_ldm_updates(run: RunInfo) -> list[dict[str, Any]]:
-    """The run's stored LDM updates (step, epoch, eps, ldm), oldest first."""
-    state = read_run_file(run, store.METHOD_STATE, "only clld methods store a label-distance matrix")
-    updates = [u for u in state.get("updates") or [] if u.get("ldm")]
-    if not updates:
-        raise BenchError(f"run {run.key} stores no label-distance matrix updates (clld-static keeps one fixed "
-                         "matrix); drop --evolution to plot it")
-    return sorted(updates, key=lambda u: u.get("step", 0))
-
-
-def read_confusion(run: RunInfo) -> tuple[list[str], np.ndarray]:
-    """Class names and the test confusion counts (rows gold, columns predicted)."""
-    stored = read_run_file(run, store.CONFUSION, MISSING_TRAINING_FILE)
-    matrix = np.asarray(stored["test"], dtype=int)
-    return class_names(run, len(matrix), stored.get("labels")), matrix
-
-
-def read_history(run: RunInfo) -> list[dict[str, Any]]:
-    """Per-epoch training records from train_log.json."""
-    history = read_run_file(run, store.TRAIN_LOG, MISSING_TRAINING_FILE).get("history") or []
-    if not history:
-        raise BenchError(f"run {run.key} has an empty training history in train_log.json; re-run it with "
-                         "`bench run --overwrite`")
-    return history
-
-
-def read_tsne(run: RunInfo) -> pd.DataFrame:
-    """The stored t-SNE sample: columns x, y, label."""
-    stored = read_run_file(run, store.TSNE, f"run `bench evaluate {run.key} --evaluators repr --tsne` first")
-    return pd.DataFrame({"x": stored["x"], "y": stored["y"], "label": [str(v) for v in stored["labels"]]})
 
 
 # ----------------------------------------------------------------------------------------------- heatmaps
-
-def heatmap_size(n_classes: int, panels: int = 1) -> tuple[float, float]:
-    """Figure size for `panels` side-by-side heatmaps of n classes: column width, growing for many classes."""
-    per_panel = min(PAGE_WIDTH / panels, max(COLUMN_WIDTH, 1.3 + 0.3 * n_classes))
-    width = min(PAGE_WIDTH, per_panel * panels)
-    return width, per_panel * 0.9
-
-
-def draw_heatmap(ax: Axes, matrix: np.ndarray, names: Sequence[str], *, fmt: str = ".2g",
-                 annot: Any = None, cmap: Any = "viridis", vmin: float | None = None, vmax: float | None = None,
-                 cbar: bool = True, cbar_label: str = "", integer: bool = False,
-                 xlabel: str = "", ylabel: str = "", name_chars: int = LABEL_CHARS) -> None:
-    """A square seaborn heatmap with class names on both axes (annotated unless there are many classes)."""
-    n = len(matrix)
-    if annot is None:
-        annot = n <= ANNOTATE_MAX
-    labels = [short(name, name_chars) for name in names]
-    sns.heatmap(matrix, ax=ax, annot=annot, fmt=fmt, cmap=cmap, vmin=vmin, vmax=vmax,
-                square=True, cbar=cbar, cbar_kws=colorbar_options(cbar_label, integer) if cbar else None,
-                xticklabels=labels, yticklabels=labels, linewidths=0.4 if n <= ANNOTATE_MAX else 0, linecolor="white",
-                annot_kws={"size": 7})
-    rotate_class_names(ax, labels)
-    ax.set_xlabel(xlabel)
-    ax.set_ylabel(ylabel)
-
-
-def colorbar_options(label: str, integer: bool) -> dict[str, Any]:
-    """Colour bar label, with whole-number ticks for counts."""
-    return {"label": label, **({"ticks": MaxNLocator(integer=True)} if integer else {})}
-
-
-def rotate_class_names(ax: Axes, labels: Sequence[str]) -> None:
-    """Tilt x class names when they would overlap (upright for many classes); keep y names horizontal."""
-    crowded = len(labels) * max((len(label) for label in labels), default=0) > 24
-    rotation = 90 if len(labels) > 10 else 45 if crowded else 0
-    for text in ax.get_xticklabels():
-        text.set(rotation=rotation, ha="center" if rotation == 0 else "right",
-                 va="center" if rotation == 90 else "top", rotation_mode="anchor")
-    for text in ax.get_yticklabels():
-        text.set(rotation=0)
-    ax.tick_params(length=0)
-
 
 @styled
 def ldm_plot(run_dir: Path) -> Plot:
@@ -300,6 +98,7 @@ def row_normalise(counts: np.ndarray) -> np.ndarray:
     """Each row divided by its total (rows without examples stay 0)."""
     totals = counts.sum(axis=1, keepdims=True)
     return np.divide(counts, totals, out=np.zeros(counts.shape, dtype=float), where=totals > 0)
+
 
 
 CONFUSION_PANELS = ("counts", "normalised")
@@ -370,36 +169,6 @@ def confusion_diff_plot(run_a: Path, run_b: Path) -> Plot:
 
 
 # ----------------------------------------------------------------------------------------------- curves
-
-def distinct_labels(runs: Sequence[RunInfo]) -> list[str]:
-    """Legend labels: method and seed, plus dataset/encoder where runs differ, plus the hash if still tied."""
-    extra = [field for field in ("dataset", "encoder") if len({getattr(r, field) for r in runs}) > 1]
-    labels = [" ".join([r.label, *(getattr(r, f) for f in extra)]) for r in runs]
-    return [f"{label} {r.config_hash[:6]}" if labels.count(label) > 1 else label for label, r in zip(labels, runs)]
-
-
-def is_loss(column: str) -> bool:
-    """Whether a train_log history column is a loss (`train_<part>`, not a throughput)."""
-    return column.startswith("train_") and not column.endswith("_per_s")
-
-
-def curve_records(runs: Sequence[RunInfo]) -> pd.DataFrame:
-    """Long frame (run, label, epoch, metric, value) of validation accuracy and loss parts per epoch."""
-    records = []
-    for run, label in zip(runs, distinct_labels(runs)):
-        for entry in read_history(run):
-            for column, value in entry.items():
-                if (column == "val_accuracy" or is_loss(column)) and isinstance(value, (int, float)):
-                    records.append({"run": run.key, "label": label, "epoch": int(entry["epoch"]),
-                                    "metric": column, "value": float(value)})
-    return pd.DataFrame(records, columns=["run", "label", "epoch", "metric", "value"])
-
-
-def curve_metrics(frame: pd.DataFrame) -> list[str]:
-    """Panel order: validation accuracy, total loss, then the loss parts in order of appearance."""
-    first = [m for m in ("val_accuracy", "train_loss") if m in set(frame["metric"])]
-    return first + [m for m in dict.fromkeys(frame["metric"]) if m not in first]
-
 
 def metric_title(metric: str) -> str:
     """A panel title for a history column."""
@@ -489,40 +258,6 @@ def summary_stem(metric: str, filters: list[str]) -> str:
     stem = "summary" if metric == "accuracy" else f"summary-{metric}"
     slug = filters_slug(filters)
     return f"{stem}_{slug}" if slug else stem
-
-
-def select_rows(rows: Sequence[dict[str, Any]], metric: str, filters: list[str]) -> pd.DataFrame:
-    """Rows of one metric: evaluator clean, split test, overall label, unless a filter names those columns
-    (filters as in `bench results`: `column=value[,value]`, all must hold)."""
-    from bench.reporting.resultsview import apply_filters, parse_filter
-
-    frame = pd.DataFrame(list(rows))
-    if frame.empty:
-        raise BenchError("no finished runs to summarise; run `bench run` first or give --results-dir")
-    named = {parse_filter(text)[0] for text in filters}
-    keep = frame["metric"] == metric
-    for column, value in SUMMARY_SELECTION.items():
-        if column not in named and column in frame:
-            keep &= frame[column].fillna("").astype(str) == value
-    if not keep.any():
-        raise BenchError(f"no {SUMMARY_SELECTION} rows for metric {metric!r}; change --metric (e.g. accuracy, "
-                         "macro_f1) or --filter")
-    selected = apply_filters(frame[keep], filters)
-    repeated = selected["run_key"].value_counts()
-    if repeated.max() > 1:
-        raise BenchError(f"run {repeated.index[0]} has {repeated.max()} rows of {metric} (several evaluator "
-                         "settings or labels); narrow them with --filter, e.g. eval_hash=... or label=...")
-    return selected
-
-
-def summary_frame(selected: pd.DataFrame) -> pd.DataFrame:
-    """Per dataset x encoder x method: seeds, mean and std over seeds (ddof=1; NaN for one seed)."""
-    grouped = selected.groupby(["dataset", "encoder", "method"], sort=True)["value"]
-    frame = grouped.agg(seeds="count", mean="mean", std=lambda v: v.std(ddof=1)).reset_index()
-    from bench.reporting.tables import method_key
-
-    return frame.sort_values(["dataset", "encoder", "method"], kind="stable",
-                             key=lambda c: c.map(method_key) if c.name == "method" else c).reset_index(drop=True)
 
 
 @styled

@@ -25,7 +25,7 @@ from statsmodels.stats.contingency_tables import mcnemar
 from statsmodels.stats.multitest import multipletests
 
 from bench.results import store
-from bench.data.loading import read_rows
+from bench.data.files import read_rows
 from bench.errors import BenchError
 
 PREDICTIONS = store.PREDICTIONS

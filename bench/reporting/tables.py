@@ -1,15 +1,13 @@
-"""Paper-style tables built from result rows, as tidy "cell" frames that `bench.reporting.render` turns into text.
+"""Paper-style tables built from result rows (`paper-ii`, `ablation`, `robustness`, `compare`, `vs-paper`), as
+tidy cell frames (`bench.reporting.cellframes`) that `bench.reporting.render` turns into text.
 
-A cell frame has one row per table cell: `row` and `column` labels, `mean`, `std`, `n` (seeds), the
-displayed `text`, a `best` flag and a `note`; cells appear row by row in display order, missing ones
-included (text "—"). `frame.attrs` carries the title, the row header, table notes and left-aligned columns.
 Accuracies and rates are shown in percent, mean ± sample std over seeds (n seeds); one seed shows no std.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -17,11 +15,11 @@ import pandas as pd
 
 from bench.reporting import stats
 from bench.errors import BenchError
+from bench.reporting.cellframes import (DIGITS, MISSING, format_p, make_table, mark_best, need, text_cell,
+                                        value_cell)
+from bench.reporting.papers import PAPER_MAP, card_papers, encoder_family, paper_cells, paper_note
 from bench.reporting.resultsview import as_text
 
-CELL_COLUMNS = ["row", "column", "mean", "std", "n", "text", "best", "note"]
-MISSING = "—"
-DIGITS = 2
 METHOD_ORDER = ("ce", "cl", "clld-static", "clld-adaptive", "supcon", "lcl", "cline", "dcl")
 ABLATION_METHODS = ("ce", "cl", "clld-static", "clld-adaptive")
 SIGNIFICANCE = 0.05
@@ -46,19 +44,8 @@ NOT_SETTINGS = {"run_key", "method", "dataset", "encoder", "seed", "evaluator", 
                 "eval_hash", "eval_seconds", "cpu_threads", "collapsed", "compiled", "length_bucket",
                 "build_seconds", "prepare_seconds", "tokenize_seconds", "test_seconds"}
 
-# vs-paper: dataset-card `paper` entries -> (paper encoder family, our method); entries not listed are left out
-PAPER_MAP: dict[str, dict[str, tuple[str, str]]] = {
-    "clld_table2": {"bert": ("bert", "ce"), "bert+clld": ("bert", "clld-adaptive"),
-                    "albert": ("albert", "ce"), "albert+clld": ("albert", "clld-adaptive"),
-                    "textcnn": ("textcnn", "ce"), "textcnn+clld": ("textcnn", "clld-adaptive")},
-    "lcl_slides": {"ce": ("electra", "ce"), "scl": ("electra", "supcon"), "lcl": ("electra", "lcl")},
-    "dcl_table1_glue": {"bert": ("bert", "ce"), "dcl": ("bert", "dcl")},
-}
-FAMILY_NAMES = {"bert": "BERT", "albert": "ALBERT", "textcnn": "TextCNN", "electra": "ELECTRA"}
-SOURCE_NOTES = {"dcl_table1_glue": "paper trained on phrase-level GLUE SST-2, not this split"}
 
-
-# ----------------------------------------------------------------------------------------------- helpers
+# ----------------------------------------------------------------------------------------------- rows
 
 def method_key(name: str) -> tuple[int, str]:
     """Sort key: the project's method order, unknown methods after it alphabetically."""
@@ -88,72 +75,6 @@ def table_rows(table: str, frame: pd.DataFrame) -> pd.DataFrame:
         accuracy = clean_accuracy(frame)
         return accuracy[accuracy["method"].isin(ABLATION_METHODS)]
     return clean_accuracy(frame)
-
-
-def value_cell(row: str, column: str, values: Iterable[float], scale: float = 100.0, digits: int = DIGITS,
-               note: str = "") -> dict[str, Any]:
-    """A cell of mean ± std (n) over seed values (times `scale`); "—" when there are none."""
-    array = np.asarray([v for v in values if not math.isnan(v)], dtype=float) * scale
-    if array.size == 0:
-        return text_cell(row, column, MISSING, note=note)
-    mean = float(array.mean())
-    std = float(array.std(ddof=1)) if array.size > 1 else math.nan
-    text = f"{mean:.{digits}f} ± {std:.{digits}f} ({array.size})" if array.size > 1 else \
-        f"{mean:.{digits}f} ({array.size})"
-    return {"row": row, "column": column, "mean": mean, "std": std, "n": int(array.size), "text": text,
-            "best": False, "note": note}
-
-
-def text_cell(row: str, column: str, text: str, mean: float = math.nan, n: int = 0, note: str = "",
-              **extra: Any) -> dict[str, Any]:
-    """A cell showing `text` (with an optional number behind it)."""
-    return {"row": row, "column": column, "mean": mean, "std": math.nan, "n": n, "text": text, "best": False,
-            "note": note, **extra}
-
-
-def mark_best(cells: list[dict[str, Any]], group: Callable[[dict[str, Any]], Any], higher: bool | Callable = True,
-              digits: int = DIGITS) -> None:
-    """Flag the best cell(s) of each group (ties at the displayed precision all count)."""
-    groups: dict[Any, list[dict[str, Any]]] = {}
-    for cell in cells:
-        if cell["mean"] == cell["mean"]:
-            groups.setdefault(group(cell), []).append(cell)
-    for members in groups.values():
-        up = higher(members[0]) if callable(higher) else higher
-        shown = [round(c["mean"], digits) for c in members]
-        target = max(shown) if up else min(shown)
-        for cell, value in zip(members, shown):
-            cell["best"] = value == target
-
-
-def make_table(cells: list[dict[str, Any]], title: str, row_header: str, notes: Iterable[str] = (),
-               left: Iterable[str] = ()) -> pd.DataFrame:
-    """A cell frame with its title, row header, notes and left-aligned columns in `attrs`."""
-    extra = [k for cell in cells for k in cell if k not in CELL_COLUMNS]
-    table = pd.DataFrame(cells, columns=[*CELL_COLUMNS, *dict.fromkeys(extra)])
-    table["best"] = table["best"].astype(bool)
-    table["n"] = table["n"].astype(int)
-    table.attrs.update(title=title, row_header=row_header, notes=list(notes), left=list(left))
-    return table
-
-
-def varying_label(keys: tuple[str, ...], varying: tuple[bool, ...]) -> str:
-    """The parts of `keys` that vary across a table, joined by spaces (the last part always)."""
-    parts = [k for k, v in zip(keys[:-1], varying[:-1]) if v] + [keys[-1]]
-    return " ".join(parts)
-
-
-def format_p(p: float) -> str:
-    """A p-value for a table cell."""
-    if math.isnan(p):
-        return MISSING
-    return "<0.001" if p < 0.001 else f"{p:.3f}"
-
-
-def need(frame: pd.DataFrame, what: str, fix: str) -> None:
-    """BenchError when `frame` is empty."""
-    if frame.empty:
-        raise BenchError(f"no {what} in the selection; {fix}")
 
 
 # ----------------------------------------------------------------------------------------------- tables
@@ -370,25 +291,6 @@ def comparison_cells(row: str, result: stats.PairedComparison, q: float) -> list
     ]
 
 
-def encoder_family(name: str) -> str:
-    """The model family of an encoder name (`bert`, `albert`, `electra`, `textcnn`), else the name itself."""
-    import re
-
-    base = name.lower().rstrip("/").split("/")[-1]
-    for family in ("albert", "electra", "textcnn", "bert"):
-        if re.match(rf"{family}([-_.]|$)", base):
-            return family
-    return base
-
-
-def card_papers() -> dict[str, dict[str, Any]]:
-    """The `paper` entries of every registered dataset card."""
-    from bench.data import cards  # noqa: F401  (registers the cards)
-    from bench.registry import DATASETS
-
-    return {name: dict(card.paper) for name, card in DATASETS.items() if card.paper}
-
-
 def vs_paper(frame: pd.DataFrame, papers: Mapping[str, Mapping[str, Any]] | None = None,
              digits: int = DIGITS) -> pd.DataFrame:
     """Our mean test accuracy next to the published numbers of the dataset cards, with the gap (ours − paper).
@@ -426,25 +328,3 @@ def vs_paper(frame: pd.DataFrame, papers: Mapping[str, Mapping[str, Any]] | None
         notes.append("paper entries without a counterpart, left out: " + ", ".join(unmapped))
     return make_table(cells, "Ours vs published test accuracy (%)", "dataset encoder · paper entry", notes,
                       left=["ours", "note"])
-
-
-def paper_note(encoder: str, family: str, paper_family: str, source: str) -> str:
-    """Whether our encoder matches the paper's, plus any caveat of the source."""
-    paper_name = FAMILY_NAMES.get(paper_family, paper_family)
-    text = f"same encoder family ({paper_name})" if family == paper_family else \
-        f"encoders differ: ours {encoder}, paper {paper_name}"
-    return "; ".join([text, *([SOURCE_NOTES[source]] if source in SOURCE_NOTES else [])])
-
-
-def paper_cells(row: str, method: str, ours: list[float], published: float, note: str,
-                digits: int) -> list[dict[str, Any]]:
-    """The cells of one vs-paper row."""
-    mine = value_cell(row, "ours acc", ours, digits=digits)
-    gap = mine["mean"] - published
-    return [
-        text_cell(row, "ours", method),
-        mine,
-        text_cell(row, "paper acc", f"{published:.1f}", published),
-        text_cell(row, "gap", MISSING if math.isnan(gap) else f"{gap:+.{digits}f}", gap, mine["n"]),
-        text_cell(row, "note", note, note=note),
-    ]

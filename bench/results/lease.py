@@ -26,18 +26,18 @@ Light imports only (`bench status` reads leases without torch).
 
 from __future__ import annotations
 
-import functools
 import json
 import logging
 import os
 import secrets
-import socket
 import threading
 import time
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
+
+from bench.results.processes import identity, process_alive
 
 log = logging.getLogger(__name__)
 
@@ -103,69 +103,7 @@ def format_age(seconds: float) -> str:
     return f"{seconds / 3600:.1f} h"
 
 
-# ------------------------------------------------------------------------------------------ who is who
-
-def _read(path: str) -> str:
-    try:
-        with open(path, encoding="utf-8") as handle:
-            return handle.read().strip()
-    except OSError:
-        return ""
-
-
-@functools.lru_cache(maxsize=1)
-def machine() -> str:
-    """This machine and pid namespace (boot id / pid namespace on Linux, "" elsewhere): two processes with
-    the same `machine()` and host name see the same process ids."""
-    try:
-        namespace = os.readlink("/proc/self/ns/pid")
-    except OSError:
-        namespace = ""
-    boot = _read("/proc/sys/kernel/random/boot_id")
-    return f"{boot}/{namespace}" if boot or namespace else ""
-
-
-def _process_stat(pid: int) -> list[str] | None:
-    """The fields of /proc/<pid>/stat after the command name (state first), None when it cannot be read."""
-    try:
-        return _read(f"/proc/{pid}/stat").rsplit(")", 1)[1].split()
-    except IndexError:
-        return None
-
-
-def process_start(pid: int) -> str:
-    """When process `pid` started (clock ticks since boot, Linux; "" when unknown): tells a live holder from a
-    new process that got the same pid."""
-    fields = _process_stat(pid)
-    return fields[19] if fields and len(fields) > 19 else ""
-
-
-def process_alive(pid: int, started: str = "") -> bool:
-    """Whether process `pid` (on this machine) still runs -- not a zombie -- and is the one that started at
-    `started`; when that cannot be told (no /proc, or it hides other users' processes) it counts as alive."""
-    if pid <= 0:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        pass  # another user's process: it exists
-    except OverflowError:
-        return False
-    fields = _process_stat(pid)
-    if not fields or len(fields) <= 19:
-        return True
-    return fields[0] not in ("Z", "X") and (not started or fields[19] == started)
-
-
-def identity() -> dict[str, Any]:
-    """The lease record of this process (without token and times)."""
-    pid = os.getpid()
-    return {"host": socket.gethostname(), "pid": pid, "machine": machine(), "pid_start": process_start(pid),
-            "slurm_job": os.environ.get("SLURM_JOB_ID", ""),
-            "slurm_restart": int(os.environ.get("SLURM_RESTART_COUNT", "0") or 0)}
-
+# ------------------------------------------------------------------------------------------ stale or not
 
 def stale_reason(info: LeaseInfo, now: float | None = None) -> str:
     """Why a lease may be taken over ("" while its holder may be alive)."""

@@ -117,6 +117,33 @@ def write_jsonl_gz(path: Path, rows: list[dict[str, Any]]) -> None:
             f.write(json.dumps(row, ensure_ascii=False, default=_jsonable) + "\n")
 
 
+ARTEFACT_KINDS = (".jsonl.gz", ".json")  # what write_artefact writes: a list of records, a JSON value
+
+
+def check_artefact_name(name: str) -> None:
+    """ValueError unless `name` can name an evaluator artefact: a plain file name (no folder) of a kind
+    `write_artefact` writes."""
+    if not name or name != Path(name).name or name.startswith("."):
+        raise ValueError(f"artefact name {name!r} is not a plain file name; an artefact is one file directly in "
+                         "the run folder (use a constant of bench.results.store, e.g. store.TSNE)")
+    if not name.endswith(ARTEFACT_KINDS):
+        raise ValueError(f"artefact {name!r} has an unknown kind; name it *.json (a JSON value) or *.jsonl.gz "
+                         "(a list of records)")
+
+
+def write_artefact(run_dir: Path, name: str, content: Any) -> Path:
+    """Write an evaluator's artefact into a run folder, atomically, by its name's kind: a `.json` name holds a
+    JSON value (`write_json`), a `.jsonl.gz` name a list of records (`write_jsonl_gz`); ValueError for any
+    other name. Returns the file's path."""
+    check_artefact_name(name)
+    path = run_dir / name
+    if name.endswith(".jsonl.gz"):
+        write_jsonl_gz(path, content)
+    else:
+        write_json(path, content)
+    return path
+
+
 def remove_temporaries(folder: Path, name: str = "*") -> None:
     """Delete the temporary files of interrupted writes of `name` in `folder` (a process killed inside
     `atomic_path` leaves its `.<name>.<random>.tmp`). Only where no other process may be writing them: a run

@@ -1,5 +1,6 @@
-"""Run evaluators on a trained run (right after training, or later from its saved model) and store their
-rows in the run folder: `evals/<evaluator>-<settings hash>.json`, one file per evaluator and settings."""
+"""Run evaluators on a trained run (right after training, or later from its saved model) and store what they
+return in the run folder: their rows in `evals/<evaluator>-<settings hash>.json`, one file per evaluator and
+settings, and their artefacts (per-example files) under their plain names, kept per settings beside the rows."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ import bench.evaluators  # noqa: F401  (registers the evaluators)
 from bench.results import store
 from bench.data.loading import TextData, load_dataset, source_data_dir
 from bench.errors import BenchError, SkipEvaluator
-from bench.evaluators.base import Classifier, EvalContext, EvalOptions, Evaluator, hash_settings
+from bench.evaluators.base import Classifier, EvalContext, EvalOptions, Evaluator, as_evaluation, hash_settings
 from bench.evaluators.model import MODEL_FILE, ModelClassifier, load_model, require_model
 from bench.running.provenance import provenance
 from bench.registry import EVALUATORS
@@ -54,6 +55,15 @@ def artefact_folder(run_dir: Path, evaluator: Evaluator, options: EvalOptions) -
     """Where the per-example files of one evaluation are kept: evals/<evaluator>-<settings hash>/. The files
     under their plain names in the run folder are those of the settings evaluated (or asked for) last."""
     return evaluation_path(run_dir, evaluator, options).with_suffix("")
+
+
+def write_artefacts(run_dir: Path, artefacts: dict[str, Any]) -> None:
+    """Write an evaluation's artefacts into the run folder under their plain names, through the store (every
+    name is checked first: one the store cannot write leaves all unwritten)."""
+    for name in artefacts:
+        store.check_artefact_name(name)
+    for name, content in artefacts.items():
+        store.write_artefact(run_dir, name, content)
 
 
 def keep_artefacts(run_dir: Path, evaluator: Evaluator, options: EvalOptions) -> None:
@@ -116,7 +126,8 @@ def evaluate_run(spec: RunSpec, data: TextData, classifier: Classifier, run_dir:
 
 def run_one(spec: RunSpec, data: TextData, classifier: Classifier, run_dir: Path, evaluator: Evaluator,
             options: EvalOptions, device: torch.device, path: Path, explicit: bool = True) -> EvalOutcome:
-    """One evaluator on one run; its rows (or its skip reason) are written atomically, failures recorded."""
+    """One evaluator on one run; its artefacts, then its rows (or its skip reason) are written atomically,
+    failures recorded."""
     ctx = EvalContext(classifier, data, run_dir, run_dir.parent / CACHE, spec.seed, options, spec.key,
                       run_dir.parent, explicit)
     adopt_unkept_files(run_dir, evaluator, evaluator.artefacts(options))  # about to be replaced: keep them
@@ -128,7 +139,9 @@ def run_one(spec: RunSpec, data: TextData, classifier: Classifier, run_dir: Path
             status = "skipped"
         else:
             torch.manual_seed(spec.seed)
-            records = evaluator.evaluate(ctx)
+            evaluation = as_evaluation(evaluator.evaluate(ctx))
+            write_artefacts(run_dir, evaluation.artefacts)
+            records = evaluation.rows
     except SkipEvaluator as exc:
         status, reason = "skipped", str(exc)
     except BenchError as exc:

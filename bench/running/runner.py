@@ -18,9 +18,9 @@ from bench.data.loading import DataRef, TextData, data_ref, load_dataset
 from bench.encoders.models import canonical_encoder, check_encoder
 from bench.errors import BenchError
 from bench.registry import DATASETS, METHODS
-from bench.spec import method_config
+from bench.running.options import RunOptions
 from bench.running.shard import CHECKPOINT, ShardOutcome, ShardRequest, run_shard
-from bench.spec import RunSpec, TrainConfig
+from bench.spec import RunSpec, TrainConfig, method_config
 
 log = logging.getLogger(__name__)
 
@@ -46,7 +46,9 @@ def train_config(dataset: str, overrides: dict[str, Any]) -> TrainConfig:
 def run_spec(method: str, data: TextData, encoder: str, seed: int, cfg: TrainConfig,
              config: tuple[tuple[str, Any], ...]) -> RunSpec:
     """The spec of one shard, stamped with the method's current version."""
-    return RunSpec(method, data.name, encoder, seed, data.fingerprint, cfg, config, METHODS.get(method).version)
+    cls = METHODS.get(method)
+    return RunSpec(method, data.name, encoder, seed, data.fingerprint, cfg, config, cls.version,
+                   tuple(sorted(cls.key_names.items())))
 
 
 def plan(method_names: list[str], dataset_names: list[str], encoder_names: list[str], seeds: list[int],
@@ -218,3 +220,17 @@ def retry_overwrite(shard: Shard, results_dir: Path, overwrite: bool, attempt: i
         return overwrite
     run_dir = results_dir / shard.spec.key
     return not ((run_dir / CHECKPOINT).exists() or store.is_finished(run_dir))
+
+
+def plan_sweep(options: RunOptions) -> list[Shard]:
+    """`plan` for a checked `bench run` (its request built)."""
+    return plan(list(options.methods), list(options.datasets), list(options.encoders), list(options.seeds),
+                options.overrides, options.data_dir, options.knobs, options.results_dir,
+                options.request or ShardRequest())
+
+
+def execute_sweep(shards: list[Shard], options: RunOptions,
+                  report: Callable[[int, int, ShardOutcome], None] | None = None) -> list[ShardOutcome]:
+    """`execute` the planned shards of a checked `bench run` here, as its options say."""
+    return execute(shards, options.results_dir, options.jobs, options.device, options.overwrite, options.progress,
+                   report, options.request or ShardRequest(), shards_per_gpu=options.shards_per_gpu)

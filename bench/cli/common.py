@@ -1,0 +1,156 @@
+"""What `bench run` and `bench evaluate` share: list and seed arguments, the evaluator options and the shard
+request built from them, and the lines that report evaluations."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from typing import Any
+
+from bench.errors import BenchError
+from bench.results.store import DEFAULT_RESULTS
+
+RESULTS_HELP = f"where runs are stored (default: $BENCH_RESULTS_DIR or ./{DEFAULT_RESULTS})"
+EVAL_HELP = {
+    "attack_n": "textfooler: examples attacked (a fixed sample of the test split)",
+    "attack_mode": "textfooler: adaptive (attack each model) | transfer (score a fixed adversarial set)",
+    "attack_source": "textfooler transfer: run key whose adversarial examples are used",
+    "attack_backend": "textfooler: builtin | textattack (cross-check; pip install textattack)",
+    "attack_data": "textfooler: file or folder of texts to attack instead of the test split",
+    "word_vectors": "textfooler: counter-fitted vectors file (word v1 .. vd); default GloVe-6B-50d",
+    "contrast_set": "contrast: folder or name of a contrast set (default: the dataset card's)",
+    "contrast_split": "contrast: split of the contrast set",
+    "checklist_suite": "checklist: JSON Lines suite file (default: built-in generators)",
+    "checklist_n": "checklist: test texts perturbed by the built-in generators",
+    "tsne": "repr: also store 2-D t-SNE coordinates of a test sample",
+    "tsne_n": "repr: examples in the t-SNE sample",
+    "data_dir": "",
+}
+
+
+def comma_list(text: str) -> list[str]:
+    """`a,b , c` -> ['a', 'b', 'c']."""
+    return [part.strip() for part in text.split(",") if part.strip()]
+
+
+def seed_list(text: str) -> list[int]:
+    """`1,2,5` or `1-3` -> list of ints."""
+    seeds: list[int] = []
+    try:
+        for part in comma_list(text):
+            if "-" in part[1:]:
+                first, last = part.split("-", 1)
+                if int(last) < int(first):
+                    raise argparse.ArgumentTypeError(f"seed range {part!r} is empty; write it low-high, "
+                                                     f"e.g. {last}-{first}")
+                seeds.extend(range(int(first), int(last) + 1))
+            else:
+                seeds.append(int(part))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"seeds must look like 1,2,3 or 1-3, not {text!r}") from None
+    return seeds
+
+
+def add_evaluator_options(parser: argparse.ArgumentParser) -> None:
+    """`--evaluators` and every evaluator option (defaults from EvalOptions)."""
+    from bench.evaluators.base import EvalOptions
+
+    parser.add_argument("--evaluators", type=comma_list, default=None,
+                        help="comma-separated evaluators (default: all that fit the dataset; 'none' for none)")
+    defaults = EvalOptions()
+    for name in EvalOptions.field_names():
+        if name == "data_dir":
+            continue
+        default = getattr(defaults, name)
+        flag = f"--{name.replace('_', '-')}"
+        if isinstance(default, bool):
+            parser.add_argument(flag, dest=name, action="store_true", default=None, help=EVAL_HELP[name])
+        else:
+            parser.add_argument(flag, dest=name, type=type(default), default=None,
+                                help=f"{EVAL_HELP[name]} (default: {default!r})")
+
+
+def eval_options(args: argparse.Namespace, file_run: dict[str, Any], data_dir: str | None) -> Any:
+    """Evaluator options: EvalOptions defaults < config file < command-line flags."""
+    from bench.attack.examples import require_source
+    from bench.evaluators.base import EvalOptions
+    from bench.evaluators.textfooler import check_options as check_attack_options
+    from bench.cli.settings import coerce
+
+    values: dict[str, Any] = {}
+    defaults = EvalOptions()
+    for name in EvalOptions.field_names():
+        flag = getattr(args, name, None) if name != "data_dir" else None
+        value = flag if flag is not None else file_run.get(name)
+        if value is not None:
+            values[name] = coerce(name, value, getattr(defaults, name))
+    values["data_dir"] = str(data_dir or os.environ.get("BENCH_DATA_DIR") or "")
+    options = EvalOptions(**values)
+    check_attack_options(options)  # even when textfooler is not among the evaluators: a typo is an error
+    if options.attack_mode == "transfer":
+        require_source(options.attack_source)
+    for name in ("attack_n", "checklist_n", "tsne_n"):
+        if getattr(options, name) < 1:
+            raise BenchError(f"--{name.replace('_', '-')} must be >= 1")
+    return options
+
+
+def request_fields(args: argparse.Namespace, file_run: dict[str, Any], data_dir: str | None,
+                   evaluators: Any = None) -> dict[str, Any]:
+    """The fields of the ShardRequest (see `shard_request`), checked; evaluator names against `evaluators` (by
+    default the real registry; bench.catalog.registry("evaluator") needs no torch). Imports no torch."""
+    from bench.catalog import evaluator_names
+    from bench.cli.settings import as_list
+
+    names = args.evaluators if args.evaluators is not None else (
+        as_list(file_run["evaluators"]) if "evaluators" in file_run else None)
+    save = args.save_model if getattr(args, "save_model", None) is not None else bool(file_run.get("save_model", True))
+    compiled = bool(getattr(args, "compile", None) or file_run.get("compile", False))
+    bucket = getattr(args, "length_bucket", None)
+    bucket = file_run.get("length_bucket") if bucket is None else bucket
+    if bucket is not None and (isinstance(bucket, bool) or not isinstance(bucket, int) or bucket < 0):
+        raise BenchError(f"--length-bucket must be a whole number >= 0 (0: no bucketing), got {bucket!r}")
+    return {"evaluators": tuple(evaluator_names(names, evaluators)), "options": eval_options(args, file_run, data_dir),
+            "save_model": save, "explicit": names is not None, "compile": compiled, "length_bucket": bucket}
+
+
+def shard_request(args: argparse.Namespace, file_run: dict[str, Any], data_dir: str | None) -> Any:
+    """Which evaluators to run with which options, and whether to keep models."""
+    fields = request_fields(args, file_run, data_dir)
+    from bench.running.shard import ShardRequest
+
+    return ShardRequest(**fields)
+
+
+def print_evaluations(outcomes: list[Any]) -> list[Any]:
+    """One line per evaluator that did not just succeed (one line in all when none could run for want of a
+    saved model); returns the failed ones."""
+    if len(outcomes) > 1 and all(e.status == "no-model" for e in outcomes):
+        print(f"    {', '.join(e.evaluator for e in outcomes)}: no-model: {outcomes[0].message}", file=sys.stderr)
+        return []
+    for e in outcomes:
+        if e.status in ("skipped", "failed", "no-model"):
+            print(f"    {e.evaluator}: {e.status}: {e.message}", file=sys.stderr)
+        elif e.status == "done":
+            print(f"    {e.evaluator}: done ({e.seconds:.0f}s)", file=sys.stderr)
+    return [e for e in outcomes if e.status == "failed"]
+
+
+def report_failed_evaluations(failed: list[Any], remark: str = "") -> None:
+    """List failed evaluations on stderr (nothing when none failed)."""
+    if failed:
+        print(f"bench: {len(failed)} evaluation(s) failed{remark}:", file=sys.stderr)
+        for e in failed:
+            print(f"  {e.run_key} {e.evaluator}: {e.message}", file=sys.stderr)
+
+
+def quiet_transformers() -> None:
+    """Errors only from transformers, and no progress bars (imports transformers)."""
+    try:
+        from transformers.utils import logging as hf_logging
+
+        hf_logging.set_verbosity_error()
+        hf_logging.disable_progress_bar()
+    except ImportError:
+        pass

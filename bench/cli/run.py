@@ -1,0 +1,215 @@
+"""`bench run`: its arguments, and running the planned shards here or submitting them to SLURM (and following
+them with --wait)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+from bench.cli.common import RESULTS_HELP, add_evaluator_options, comma_list, print_evaluations, \
+    quiet_transformers, report_failed_evaluations, seed_list
+from bench.cli.run_options import DEFAULT_METHODS, run_options
+from bench.running.options import RunOptions
+from bench.spec import TrainConfig
+
+HELP = {
+    "epochs": "maximum epochs", "batch_size": "training batch size", "lr": "peak learning rate (AdamW)",
+    "weight_decay": "decoupled weight decay", "warmup_ratio": "fraction of steps for linear warm-up",
+    "max_grad_norm": "gradient clipping norm (0 = off)", "patience": "early stopping: epochs without gain",
+    "max_length": "max tokens per text", "head_dropout": "dropout before the classifier layer",
+    "pooling": "cls | pooler | mean", "precision": "auto (bf16 on GPU) | fp32 | bf16",
+    "val_fraction": "validation share carved from train when a dataset has none",
+    "data_seed": "seed of the validation carve (keep equal across a comparison)",
+}
+
+
+def add_slurm_options(parser: argparse.ArgumentParser) -> None:
+    """The options of `--executor slurm` (a profile file, then flags that override it)."""
+    group = parser.add_argument_group("SLURM (with --executor slurm; pip install clbench[slurm])")
+    group.add_argument("--slurm-profile", default=None, metavar="YAML",
+                       help="YAML file with the options below (partition, time_min, ...); flags win")
+    group.add_argument("--partition", default=None, help="SLURM partition")
+    group.add_argument("--time-min", type=int, default=None, help="time limit per array task in minutes (default: "
+                                                                   "240; timed-out tasks are requeued and resume)")
+    group.add_argument("--gpus-per-job", type=int, default=None,
+                       help="GPUs per array task (default: 1 where the partition has GPUs as `sinfo` reports them, "
+                            "else 0)")
+    group.add_argument("--mem-gb", type=float, default=None, help="memory per array task in GB")
+    group.add_argument("--cpus-per-task", type=int, default=None, help="CPUs per array task")
+    group.add_argument("--array-parallelism", type=int, default=None, help="array tasks running at once at most")
+    group.add_argument("--max-timeouts", type=int, default=None,
+                       help="times a task that hits --time-min is requeued to resume (default: 3; a shard longer "
+                            "than the time limit needs one per extra time slot)")
+    group.add_argument("--sbatch", action="append", default=None, metavar="KEY=VALUE",
+                       help="any other sbatch option, e.g. --sbatch account=proj --sbatch qos=high; repeatable")
+
+
+def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
+    """The `bench run` subcommand and its arguments."""
+    run = sub.add_parser("run", parents=[common], help="train and evaluate shards (no arguments: offline demo)",
+                         description="Run every method x dataset x encoder x seed shard; finished shards are "
+                                     f"skipped. With no arguments: {DEFAULT_METHODS} on the demo set with MiniLM.")
+    run.add_argument("--methods", type=comma_list, default=None,
+                     help=f"comma-separated (default: {DEFAULT_METHODS})")
+    run.add_argument("--datasets", type=comma_list, default=None,
+                     help="card names or folders with train/test files (default: demo)")
+    run.add_argument("--encoder", "--encoders", dest="encoders", type=comma_list, default=None,
+                     help="short names, Hugging Face ids or local model folders (default: minilm)")
+    run.add_argument("--seeds", type=seed_list, default=None, help="e.g. 1,2,3 or 1-3 (default: 1)")
+    run.add_argument("--config", default=None, help="YAML file with run options, settings and method knobs "
+                                                    "(command-line flags win)")
+    run.add_argument("--set", dest="assignments", action="append", default=[], metavar="KEY=VALUE",
+                     help="a training setting (lr=1e-4) or method knob (clld.tau=5); repeatable")
+    defaults = TrainConfig()
+    for name in TrainConfig.field_names():
+        default = getattr(defaults, name)
+        run.add_argument(f"--{name.replace('_', '-')}", dest=name, type=type(default), default=None,
+                         help=f"{HELP[name]} (default: {default})")
+    run.add_argument("--data-dir", default=None, help="folder with <name>/{train,validation,test}.jsonl[.gz] "
+                                                      "(default: $BENCH_DATA_DIR)")
+    run.add_argument("--results-dir", default=None, help=RESULTS_HELP)
+    run.add_argument("--overwrite", action="store_true", help="recompute finished shards")
+    run.add_argument("--jobs", type=int, default=None, help="worker processes, one GPU each when several (default: 1)")
+    run.add_argument("--device", default="auto", help="auto | cpu | cuda | cuda:N")
+    run.add_argument("--no-progress", action="store_true", help="hide progress bars")
+    run.add_argument("--compile", action="store_true", default=None,
+                     help="torch.compile the encoder's repeated layer once for all layers, with dynamic shapes "
+                          "(faster on GPU after warm-up; not in the run key)")
+    run.add_argument("--length-bucket", type=int, default=None, metavar="N",
+                     help="pad each batch to a multiple of N tokens (0: to its longest example; default: 16 with "
+                          "--compile, 8 on a GPU, 0 on a CPU; not in the run key)")
+    run.add_argument("--no-save-model", dest="save_model", action="store_false", default=None,
+                     help="do not keep the trained weights (model.pt); `bench evaluate` then cannot score the run")
+    run.add_argument("--executor", choices=["local", "slurm"], default=None,
+                     help="local: run here (default); slurm: submit the unfinished shards as a job array and return")
+    run.add_argument("--resume", action="store_true", default=None,
+                     help="run or submit only unfinished shards (failed ones included), skipping shards SLURM "
+                          "reports as pending or running")
+    run.add_argument("--wait", action="store_true", default=None,
+                     help="with --executor slurm: follow the array with a progress bar until every shard has "
+                          "ended, print the results, exit 1 if any shard did not finish")
+    run.add_argument("--shards-per-gpu", type=int, default=None, metavar="K",
+                     help="K shards share each GPU (local: K worker processes per GPU; slurm: each array task "
+                          "runs K shards per GPU at once) (default: 1)")
+    add_slurm_options(run)
+    add_evaluator_options(run)
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    """Plan and run shards, then print a summary table of this invocation's results."""
+    opts = run_options(args)  # checks what it can before it imports torch: a mistake costs a second
+    quiet_transformers()
+    from bench.running.runner import execute_sweep, plan_sweep
+    from bench.reporting.summary import evaluation_table, summary_table
+
+    results_dir = opts.results_dir
+    shards = plan_sweep(opts)
+    print(f"bench: {len(shards)} shard(s) -> {results_dir}", file=sys.stderr)
+    planned_keys = [s.spec.key for s in shards]
+    if opts.resume or (opts.executor == "slurm" and not opts.overwrite):
+        shards = skip_active(shards, results_dir)  # never queue a shard twice
+    if opts.executor == "slurm":
+        code = submit_shards(shards, opts)
+        return wait_for(planned_keys, results_dir, opts.progress) if opts.wait else code
+
+    def report(i: int, n: int, outcome: Any) -> None:
+        accuracy = next((r["value"] for r in outcome.rows if r["metric"] == "accuracy" and r["split"] == "test"),
+                        None)
+        detail = f"test accuracy {accuracy:.4f}" if accuracy is not None else outcome.message
+        print(f"[{i}/{n}] {outcome.status:7s} {outcome.key}  {detail}"
+              + (f"  ({outcome.seconds:.0f}s)" if outcome.status == "done" else ""), file=sys.stderr)
+        if outcome.status == "done" and outcome.message:  # a finished run whose result is suspect (collapsed)
+            print(f"warning: {outcome.key} {outcome.message}", file=sys.stderr)
+        failed_evaluations.extend(print_evaluations(outcome.evaluations))
+
+    failed_evaluations: list[Any] = []
+    outcomes = execute_sweep(shards, opts, report)
+    rows = [row for o in outcomes for row in o.rows]
+    if rows:
+        print(summary_table(rows).to_string(index=False))
+    evaluation_rows = [row for o in outcomes for e in o.evaluations for row in e.rows]
+    if evaluation_rows and not evaluation_table(evaluation_rows).empty:
+        print(evaluation_table(evaluation_rows).to_string(index=False))
+    failed = [o for o in outcomes if o.status == "failed"]
+    if failed:
+        print(f"bench: {len(failed)} of {len(outcomes)} shard(s) failed:", file=sys.stderr)
+        for o in failed:
+            print(f"  {o.key}: {o.message}", file=sys.stderr)
+    held = [o for o in outcomes if o.status == "held"]
+    if held:  # not a failure: another runner trains them (see bench.results.lease)
+        print(f"bench: {len(held)} of {len(outcomes)} shard(s) held by another runner, not run here (see `bench "
+              "status`; a shard it leaves unfinished is taken over by the next `bench run`):", file=sys.stderr)
+        for o in held:
+            print(f"  {o.key}: {o.message}", file=sys.stderr)
+    report_failed_evaluations(failed_evaluations, " (the runs' training results are kept)")
+    return 1 if failed or failed_evaluations else 0
+
+
+def skip_active(shards: list[Any], results_dir: Path) -> list[Any]:
+    """Drop the shards SLURM reports as pending or running (warn when it cannot be asked): with --resume, and
+    always before a SLURM submission."""
+    from bench.running.status import active_keys
+
+    active = active_keys(results_dir, [s.spec.key for s in shards])
+    if active is None:
+        print("bench: cannot query SLURM (scheduler unreachable); shards submitted earlier may run twice",
+              file=sys.stderr)
+        return shards
+    if active:
+        print(f"bench: skipping {len(active)} shard(s) pending or running on SLURM (see `bench status`)",
+              file=sys.stderr)
+    return [s for s in shards if s.spec.key not in active]
+
+
+def submit_shards(shards: list[Any], opts: RunOptions) -> int:
+    """--executor slurm: submit the unfinished shards as one job array, print the jobs and return at once."""
+    from bench.results import store
+    from bench.running.executors import submit
+
+    results_dir = opts.results_dir
+    todo = shards if opts.overwrite else [s for s in shards if not store.is_finished(results_dir / s.spec.key)]
+    if not todo:
+        print("bench: nothing to submit: every shard is finished (or pending/running with --resume)",
+              file=sys.stderr)
+        return 0
+    submission = submit(todo, results_dir, opts.slurm, opts.request, opts.device, opts.overwrite,
+                        opts.shards_per_gpu)
+    record = submission.record
+    arrays = sorted({str(job["job_id"]).split("_")[0] for job in record["jobs"]})
+    print(f"bench: submitted {len(todo)} shard(s) as {len(record['jobs'])} array task(s) of SLURM job "
+          f"{', '.join(arrays)} ({len(shards) - len(todo)} already finished)", file=sys.stderr)
+    for job in record["jobs"]:
+        print(f"  {job['job_id']}  {', '.join(job['shards'])}")
+    print(f"bench: logs: {submission.folder}/<job id>_0_log.out|.err; record: {submission.record_path}",
+          file=sys.stderr)
+    print(f"bench: follow with `bench status --results-dir {results_dir}`; after preemption or a time-out the "
+          "tasks requeue themselves and resume", file=sys.stderr)
+    return 0
+
+
+def wait_for(keys: list[str], results_dir: Path, progress: bool) -> int:
+    """Follow the shards `keys` until each has ended, then print the results table of the finished ones and
+    what became of the others; 0 when every one finished, else 1."""
+    from bench.results import store
+    from bench.running.follow import follow
+    from bench.running.status import format_table
+    from bench.reporting.summary import summary_table
+
+    print("bench: waiting for the shards to end (Ctrl-C stops waiting; the jobs go on)", file=sys.stderr)
+    statuses = follow(results_dir, keys, progress=progress and sys.stderr.isatty())
+    rows = [row for s in statuses if s.state == "done" for row in store.run_rows(results_dir / s.key)]
+    if rows:
+        print(summary_table(rows).to_string(index=False))
+    collapsed = sorted({r["run_key"] for r in rows if r.get("collapsed") and r.get("evaluator") == "clean"})
+    if collapsed:
+        print(f"warning: {len(collapsed)} shard(s) collapsed (one class predicted for every test example; not a "
+              f"result -- try another --lr or more --epochs): {', '.join(collapsed)}", file=sys.stderr)
+    unfinished = [s for s in statuses if s.state != "done"]
+    if unfinished:
+        print(f"bench: {len(unfinished)} of {len(statuses)} shard(s) did not finish:", file=sys.stderr)
+        print(format_table(unfinished), file=sys.stderr)
+        return 1
+    print(f"bench: all {len(statuses)} shard(s) done", file=sys.stderr)
+    return 0

@@ -1,0 +1,202 @@
+"""`bench run`'s options, checked: built-in defaults < config file < flags < --set, turned into one frozen
+RunOptions for the runner. Everything that needs no torch is checked first, so a mistake fails in a second."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import os
+from pathlib import Path
+from typing import Any
+
+from bench.cli.common import request_fields, seed_list
+from bench.errors import BenchError
+from bench.results.store import results_dir as resolve_results_dir
+from bench.running.options import RunOptions
+from bench.spec import TrainConfig
+
+DEFAULT_METHODS = "ce,supcon,clld"
+LIST_FLAGS = {  # list options of `bench run`: dest -> (flag, what it names, what to give instead)
+    "methods": ("--methods", "method", "nothing to run; give at least one, e.g. --methods ce,supcon (see "
+                                       "`bench list methods`)"),
+    "datasets": ("--datasets", "dataset", "nothing to run; give at least one card name or folder, e.g. "
+                                          "--datasets mr (see `bench list datasets`)"),
+    "encoders": ("--encoder", "encoder", "nothing to run; give at least one, e.g. --encoder minilm (see "
+                                         "`bench list encoders`)"),
+    "seeds": ("--seeds", "seed", "nothing to run; give at least one, e.g. --seeds 1,2,3 or --seeds 1-3"),
+    "evaluators": ("--evaluators", "evaluator", "give at least one (see `bench list evaluators`), or "
+                                                "--evaluators none to run none"),
+}
+
+
+def require_names(args: argparse.Namespace, file_run: dict[str, Any]) -> None:
+    """A BenchError for a list option that names nothing (`--methods ,`, `methods: []` in a config file), which
+    would otherwise fall back to the defaults in silence."""
+    from bench.cli.settings import as_list
+
+    for dest, (flag, noun, fix) in LIST_FLAGS.items():
+        if getattr(args, dest, None) == []:
+            raise BenchError(f"{flag} names no {noun}: {fix}")
+        if dest != "evaluators" and getattr(args, dest, None) is None and dest in file_run \
+                and not as_list(file_run[dest] if file_run[dest] is not None else ""):
+            raise BenchError(f"config file {args.config}: {dest} is empty: nothing to run; list at least one "
+                             f"{noun}, or drop the key for the default")
+
+
+def check_folders(args: argparse.Namespace, file_run: dict[str, Any]) -> None:
+    """Fail at once, before any data is loaded, on a results folder that cannot be written (a file, a folder
+    under a file, no permission) and on a data folder that does not exist."""
+    from bench.results.store import check_results_dir
+
+    config = f"config file {args.config}"
+    given_as = ("--results-dir" if args.results_dir else f"results_dir in {config}" if file_run.get("results_dir")
+                else "$BENCH_RESULTS_DIR" if os.environ.get("BENCH_RESULTS_DIR") else "the default")
+    check_results_dir(resolve_results_dir(args.results_dir or file_run.get("results_dir")), given_as)
+    data_dir = args.data_dir or file_run.get("data_dir")
+    if data_dir and not Path(data_dir).expanduser().is_dir():
+        state = "is not a folder" if Path(data_dir).expanduser().exists() else "does not exist"
+        source = "--data-dir" if args.data_dir else f"data_dir in {config}"
+        raise BenchError(f"data folder {data_dir} ({source}) {state}; give the folder that holds "
+                         "<name>/train.jsonl and test.jsonl (or .jsonl.gz/.csv/.tsv)")
+
+
+def run_options(args: argparse.Namespace) -> RunOptions:
+    """What `bench run` should do: built-in defaults < config file < command-line flags < --set.
+
+    Everything that can be checked without torch is checked first (`checked_run_options`), so that a mistake
+    fails in a second; only then is the shard request built, which imports torch and transformers."""
+    opts, request = checked_run_options(args)
+    from bench.running.shard import ShardRequest  # torch, transformers and sklearn from here on
+
+    return dataclasses.replace(opts, request=ShardRequest(**request))
+
+
+def checked_run_options(args: argparse.Namespace) -> tuple[RunOptions, dict[str, Any]]:
+    """`run_options` without the shard request, whose fields come second: every option checked, and every
+    name, knob and setting as far as that needs no torch (see `check_plan`); imports no torch."""
+    from bench.catalog import registry
+    from bench.cli.settings import as_list, load_config_file, parse_assignment, split_settings
+
+    file_run, settings = load_config_file(args.config) if args.config else ({}, {})
+    require_names(args, file_run)
+    check_folders(args, file_run)
+    settings.update({n: getattr(args, n) for n in TrainConfig.field_names() if getattr(args, n) is not None})
+    settings.update(dict(parse_assignment(a) for a in args.assignments))
+    overrides, knobs = split_settings(settings, registry("method"))
+    try:
+        seeds = args.seeds or seed_list(",".join(str(s) for s in as_list(file_run.get("seeds", 1))))
+    except argparse.ArgumentTypeError as exc:
+        raise BenchError(f"config file {args.config}: {exc}") from exc
+    data_dir = args.data_dir or file_run.get("data_dir")
+    request = request_fields(args, file_run, data_dir, registry("evaluator"))
+    jobs = args.jobs if args.jobs is not None else int(file_run.get("jobs", 1))
+    if jobs < 1:
+        raise BenchError("--jobs must be >= 1")
+    executor, slurm = executor_options(args, file_run)
+    shards_per_gpu = args.shards_per_gpu if args.shards_per_gpu is not None else file_run.get("shards_per_gpu", 1)
+    if isinstance(shards_per_gpu, bool) or not isinstance(shards_per_gpu, int) or shards_per_gpu < 1:
+        raise BenchError(f"--shards-per-gpu must be a whole number >= 1, got {shards_per_gpu!r}")
+    overwrite = args.overwrite or bool(file_run.get("overwrite", False))
+    resume = bool(args.resume) or bool(file_run.get("resume", False))
+    if resume and overwrite:
+        raise BenchError("--resume and --overwrite contradict each other: --resume keeps finished shards, "
+                         "--overwrite recomputes them; give one")
+    wait = bool(args.wait) or bool(file_run.get("wait", False))
+    if wait and executor != "slurm":
+        raise BenchError("--wait applies to --executor slurm (a local run always waits); add --executor slurm or "
+                         "drop --wait")
+    if executor == "slurm" and args.jobs is not None:
+        raise BenchError("--jobs is for local runs; with --executor slurm use --array-parallelism and "
+                         "--shards-per-gpu")
+    opts = RunOptions(
+        methods=args.methods or as_list(file_run.get("methods", DEFAULT_METHODS)),
+        datasets=args.datasets or as_list(file_run.get("datasets", "demo")),
+        encoders=args.encoders or as_list(file_run.get("encoders", "minilm")),
+        seeds=seeds,
+        overrides=overrides,
+        knobs=knobs,
+        data_dir=data_dir,
+        results_dir=resolve_results_dir(args.results_dir or file_run.get("results_dir")),
+        jobs=jobs,
+        device=args.device if args.device != "auto" else file_run.get("device", "auto"),
+        overwrite=overwrite,
+        resume=resume,
+        executor=executor,
+        shards_per_gpu=shards_per_gpu,
+        slurm=slurm,
+        wait=wait,
+        progress=not getattr(args, "no_progress", False),
+    )
+    check_plan(opts)
+    return opts, request
+
+
+def check_plan(opts: RunOptions) -> None:
+    """The checks of `bench.running.runner.plan` that need no torch, in its order, with its messages: method names,
+    encoders, training settings, dataset names. plan() makes them all again, and those that need the real
+    classes (knob values, checked by each method's Config; evaluator options against each dataset; the data
+    itself)."""
+    from bench.catalog import CatalogError, registry
+    from bench.hub import check_encoder_source
+    from bench.spec import method_config
+
+    methods = registry("method")
+    for method in opts.methods:
+        name = methods.canonical(method)
+        try:  # knob values, by the method's own Config checks, built from its source without torch
+            method_config(name, opts.knobs.get(name, {}), methods)
+        except (CatalogError, NameError):
+            pass  # the Config needs its module: plan() checks it with the real class
+
+    encoders = registry("encoder")
+    for encoder in opts.encoders:
+        check_encoder_source(encoder, encoders)  # a Hub id is asked about later, by plan()
+    TrainConfig(**opts.overrides)  # e.g. --epochs 0 (plan adds each dataset card's defaults)
+    for dataset in opts.datasets:
+        check_dataset_name(dataset, opts.data_dir)
+
+
+def check_dataset_name(name: str, data_dir: str | None) -> None:
+    """A BenchError, as `bench.data.loading.load_raw` would raise it, for a dataset that cannot be found: a name that is
+    neither a card, a path nor a folder under the data folders, and a card with no local copy, no generator
+    and no reachable Hub source. Whatever exists is loaded (and checked) later."""
+    from bench.data.loading import data_dirs, load_hub, unknown_dataset_message
+    from bench.hub import hub_reachable
+    from bench.registry import DATASETS
+
+    dirs = data_dirs(data_dir)
+    if name in DATASETS:
+        card = DATASETS.get(name)
+        if not card.generator and not any((d / card.name).is_dir() for d in dirs) \
+                and (not (card.hub or {}).get("id") or not hub_reachable()):
+            load_hub(card, dirs)  # raises its own message, before it imports anything
+        return
+    if not Path(name).expanduser().exists() and not any((d / name).exists() for d in dirs):
+        raise BenchError(unknown_dataset_message(name, data_dir))
+
+
+def executor_options(args: argparse.Namespace, file_run: dict[str, Any]) -> tuple[str, Any]:
+    """The executor and, for slurm, its SlurmOptions: profile file < config-file keys < flags."""
+    from bench.running.executors import EXECUTORS, require_submitit
+    from bench.running.slurm_options import load_profile, parse_sbatch, slurm_options
+    from bench.cli.settings import SLURM_KEYS
+
+    executor = args.executor or str(file_run.get("executor", "local"))
+    if executor not in EXECUTORS:
+        raise BenchError(f"executor {executor!r}: use local or slurm")
+    flags = {key: getattr(args, key) for key in SLURM_KEYS if key != "sbatch"}
+    flags["sbatch"] = parse_sbatch(args.sbatch) if args.sbatch else None
+    given = [f"--{k.replace('_', '-')}" for k, v in flags.items() if v is not None]
+    given += ["--slurm-profile"] if args.slurm_profile else []
+    if executor != "slurm":
+        if given:
+            raise BenchError(f"{given[0]} applies to --executor slurm only; add --executor slurm (or drop it)")
+        return executor, None
+    require_submitit()
+    profile_path = args.slurm_profile or file_run.get("slurm_profile")
+    if profile_path and not args.slurm_profile and args.config and not Path(profile_path).expanduser().exists():
+        beside = Path(args.config).parent / profile_path  # a profile named in a config file, next to it
+        profile_path = str(beside) if beside.exists() else profile_path
+    profile = load_profile(profile_path) if profile_path else {}
+    from_file = {key: file_run[key] for key in SLURM_KEYS if key in file_run}
+    return executor, slurm_options(profile, from_file, flags)

@@ -1,0 +1,236 @@
+"""Shared machinery of the figures (`bench.reporting.plots`): the paper style, saving, reading run files and
+drawing heatmaps.
+
+`Plot` is what every builder returns: the figure, the data it drew and the stem of its file names.
+`save_plot` writes PNG and PDF atomically with fixed metadata, so re-running gives identical bytes.
+Figures are plain `matplotlib.figure.Figure` objects on the Agg canvas (never registered with pyplot).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import seaborn as sns
+from matplotlib import rc_context
+from matplotlib.axes import Axes
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+from matplotlib.ticker import MaxNLocator
+
+from bench.results import store
+from bench.errors import BenchError
+
+DPI = 200
+FORMATS = ("png", "pdf")
+METADATA = {"png": {"Software": None}, "pdf": {"CreationDate": None, "ModDate": None}}  # no timestamps
+COLUMN_WIDTH = 3.3  # inches: one paper column
+PAGE_WIDTH = 7.0  # inches: two columns (grids)
+ANNOTATE_MAX = 12  # heatmaps with more classes than this are not annotated
+LABEL_CHARS = 18  # longer class names are shortened with an ellipsis
+STYLE = {
+    "font.size": 8, "axes.titlesize": 8, "axes.labelsize": 8, "xtick.labelsize": 7, "ytick.labelsize": 7,
+    "legend.fontsize": 7, "legend.title_fontsize": 7, "figure.titlesize": 9, "pdf.fonttype": 42,
+    "axes.spines.top": False, "axes.spines.right": False, "axes.linewidth": 0.6, "lines.linewidth": 1.2,
+    "xtick.major.width": 0.6, "ytick.major.width": 0.6, "legend.frameon": False,
+}
+MISSING_TRAINING_FILE = "it is written when training finishes; finish the run with `bench run`"
+
+
+@dataclass
+class Plot:
+    """A built figure: `stem` names its files, `data` is what it drew."""
+
+    stem: str
+    figure: Figure
+    data: Any
+
+
+@dataclass(frozen=True)
+class RunInfo:
+    """What a figure needs from a run's spec.json."""
+
+    path: Path
+    key: str
+    method: str
+    dataset: str
+    encoder: str
+    seed: int
+    config_hash: str
+    label_names: tuple[str, ...]
+    test_ids: str
+
+    @property
+    def label(self) -> str:
+        """A short legend/title label: `method s<seed>`."""
+        return f"{self.method} s{self.seed}"
+
+
+# ----------------------------------------------------------------------------------------------- style
+
+@contextlib.contextmanager
+def style() -> Iterator[None]:
+    """The paper style (small fonts, TrueType in PDFs) for building and saving figures."""
+    with rc_context(STYLE):
+        yield
+
+
+def styled(builder: Callable[..., Plot]) -> Callable[..., Plot]:
+    """Decorator: build the figure under `style()`."""
+
+    @functools.wraps(builder)
+    def wrapper(*args: Any, **kwargs: Any) -> Plot:
+        with style():
+            return builder(*args, **kwargs)
+
+    return wrapper
+
+
+def new_figure(width: float, height: float) -> Figure:
+    """A figure with constrained layout on the Agg canvas (independent of pyplot)."""
+    figure = Figure(figsize=(width, height), layout="constrained")
+    FigureCanvasAgg(figure)
+    return figure
+
+
+def save_plot(plot: Plot, reports_dir: Path) -> list[Path]:
+    """Write `<stem>.png` (dpi 200) and `<stem>.pdf` under `reports_dir` atomically; returns the paths."""
+    paths = []
+    with style():
+        for fmt in FORMATS:
+            path = Path(reports_dir) / f"{plot.stem}.{fmt}"
+            with store.atomic_path(path) as tmp:
+                plot.figure.savefig(tmp, format=fmt, dpi=DPI, metadata=METADATA[fmt])
+            paths.append(path)
+    return paths
+
+
+# ----------------------------------------------------------------------------------------------- run files
+
+def run_info(run_dir: Path) -> RunInfo:
+    """The identity of a run from its spec.json."""
+    spec = store.read_json(Path(run_dir) / store.SPEC)
+    data = spec.get("data") or {}
+    return RunInfo(Path(run_dir), str(spec.get("key") or Path(run_dir).name), str(spec.get("method", "?")),
+                   str(spec.get("dataset", "?")), str(spec.get("encoder", "?")), int(spec.get("seed", 0)),
+                   str(spec.get("config_hash", "")), tuple(data.get("label_names") or ()),
+                   str((spec.get("split_ids") or {}).get("test", "")))
+
+
+def read_run_file(run: RunInfo, name: str, fix: str) -> Any:
+    """A JSON file of the run, or a BenchError saying it is missing and how to get it."""
+    path = run.path / name
+    if not path.is_file():
+        raise BenchError(f"run {run.key} has no {name}; {fix}")
+    return store.read_json(path)
+
+
+def class_names(run: RunInfo, size: int, stored: Sequence[str] | None = None) -> list[str]:
+    """Class names for a size x size matrix: the stored ones, the spec's, or indices."""
+    for names in (stored, run.label_names):
+        if names and len(names) == size:
+            return [str(n) for n in names]
+    return [str(i) for i in range(size)]
+
+
+def short(name: str, limit: int = LABEL_CHARS) -> str:
+    """A class name cut to `limit` characters (with an ellipsis)."""
+    return name if len(name) <= limit else name[:limit - 1] + "…"
+
+
+def read_ldm(run: RunInfo) -> np.ndarray:
+    """The run's final label-distance matrix (method_state.json of clld methods)."""
+    state = read_run_file(run, store.METHOD_STATE, "only clld methods store a label-distance matrix")
+    if not state.get("ldm"):
+        raise BenchError(f"run {run.key} has no label-distance matrix in method_state.json (only clld methods "
+                         "store one)")
+    return np.asarray(state["ldm"], dtype=float)
+
+
+def read_ldm_updates(run: RunInfo) -> list[dict[str, Any]]:
+    """The run's stored LDM updates (step, epoch, eps, ldm), oldest first."""
+    state = read_run_file(run, store.METHOD_STATE, "only clld methods store a label-distance matrix")
+    updates = [u for u in state.get("updates") or [] if u.get("ldm")]
+    if not updates:
+        raise BenchError(f"run {run.key} stores no label-distance matrix updates (clld-static keeps one fixed "
+                         "matrix); drop --evolution to plot it")
+    return sorted(updates, key=lambda u: u.get("step", 0))
+
+
+def read_confusion(run: RunInfo) -> tuple[list[str], np.ndarray]:
+    """Class names and the test confusion counts (rows gold, columns predicted)."""
+    stored = read_run_file(run, store.CONFUSION, MISSING_TRAINING_FILE)
+    matrix = np.asarray(stored["test"], dtype=int)
+    return class_names(run, len(matrix), stored.get("labels")), matrix
+
+
+def read_history(run: RunInfo) -> list[dict[str, Any]]:
+    """Per-epoch training records from train_log.json."""
+    history = read_run_file(run, store.TRAIN_LOG, MISSING_TRAINING_FILE).get("history") or []
+    if not history:
+        raise BenchError(f"run {run.key} has an empty training history in train_log.json; re-run it with "
+                         "`bench run --overwrite`")
+    return history
+
+
+def read_tsne(run: RunInfo) -> pd.DataFrame:
+    """The stored t-SNE sample: columns x, y, label."""
+    stored = read_run_file(run, store.TSNE, f"run `bench evaluate {run.key} --evaluators repr --tsne` first")
+    return pd.DataFrame({"x": stored["x"], "y": stored["y"], "label": [str(v) for v in stored["labels"]]})
+
+
+def distinct_labels(runs: Sequence[RunInfo]) -> list[str]:
+    """Legend labels: method and seed, plus dataset/encoder where runs differ, plus the hash if still tied."""
+    extra = [field for field in ("dataset", "encoder") if len({getattr(r, field) for r in runs}) > 1]
+    labels = [" ".join([r.label, *(getattr(r, f) for f in extra)]) for r in runs]
+    return [f"{label} {r.config_hash[:6]}" if labels.count(label) > 1 else label for label, r in zip(labels, runs)]
+
+
+# ----------------------------------------------------------------------------------------------- heatmaps
+
+def heatmap_size(n_classes: int, panels: int = 1) -> tuple[float, float]:
+    """Figure size for `panels` side-by-side heatmaps of n classes: column width, growing for many classes."""
+    per_panel = min(PAGE_WIDTH / panels, max(COLUMN_WIDTH, 1.3 + 0.3 * n_classes))
+    width = min(PAGE_WIDTH, per_panel * panels)
+    return width, per_panel * 0.9
+
+
+def draw_heatmap(ax: Axes, matrix: np.ndarray, names: Sequence[str], *, fmt: str = ".2g",
+                 annot: Any = None, cmap: Any = "viridis", vmin: float | None = None, vmax: float | None = None,
+                 cbar: bool = True, cbar_label: str = "", integer: bool = False,
+                 xlabel: str = "", ylabel: str = "", name_chars: int = LABEL_CHARS) -> None:
+    """A square seaborn heatmap with class names on both axes (annotated unless there are many classes)."""
+    n = len(matrix)
+    if annot is None:
+        annot = n <= ANNOTATE_MAX
+    labels = [short(name, name_chars) for name in names]
+    sns.heatmap(matrix, ax=ax, annot=annot, fmt=fmt, cmap=cmap, vmin=vmin, vmax=vmax,
+                square=True, cbar=cbar, cbar_kws=colorbar_options(cbar_label, integer) if cbar else None,
+                xticklabels=labels, yticklabels=labels, linewidths=0.4 if n <= ANNOTATE_MAX else 0, linecolor="white",
+                annot_kws={"size": 7})
+    rotate_class_names(ax, labels)
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+
+
+def colorbar_options(label: str, integer: bool) -> dict[str, Any]:
+    """Colour bar label, with whole-number ticks for counts."""
+    return {"label": label, **({"ticks": MaxNLocator(integer=True)} if integer else {})}
+
+
+def rotate_class_names(ax: Axes, labels: Sequence[str]) -> None:
+    """Tilt x class names when they would overlap (upright for many classes); keep y names horizontal."""
+    crowded = len(labels) * max((len(label) for label in labels), default=0) > 24
+    rotation = 90 if len(labels) > 10 else 45 if crowded else 0
+    for text in ax.get_xticklabels():
+        text.set(rotation=rotation, ha="center" if rotation == 0 else "right",
+                 va="center" if rotation == 90 else "top", rotation_mode="anchor")
+    for text in ax.get_yticklabels():
+        text.set(rotation=0)
+    ax.tick_params(length=0)

@@ -1,0 +1,49 @@
+"""Scoring finished runs again with evaluators, from their saved models and without retraining (`bench
+evaluate`): which runs can be scored, and scoring them one after another."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import Any, Iterator
+
+from bench.data.loading import source_data_dir
+from bench.errors import BenchError
+from bench.evaluators.base import Evaluator
+from bench.evaluators.model import MODEL_FILE
+from bench.results import store
+from bench.running.evaluation import EvalOutcome, data_for_run, evaluate_run, load_run_classifier
+from bench.running.shard import ShardRequest
+from bench.spec import RunSpec
+
+
+def check_scorable(runs: list[Path]) -> None:
+    """A BenchError, before anything is scored (a batch is never left half done), for runs that are not
+    finished or have no saved model."""
+    unfinished = [r.name for r in runs if not store.is_finished(r)]
+    if unfinished:
+        raise BenchError(f"run(s) not finished: {', '.join(unfinished[:5])}; finish them with `bench run` first")
+    modelless = [r.name for r in runs if not (r / MODEL_FILE).is_file()]
+    if modelless:
+        more = f" and {len(modelless) - 5} more" if len(modelless) > 5 else ""
+        raise BenchError(f"run(s) without a saved model ({MODEL_FILE}): {', '.join(modelless[:5])}{more}; re-run "
+                         "them with `bench run ... --overwrite`, or leave them out")
+
+
+def rescore(runs: list[Path], evaluators: list[Evaluator], request: ShardRequest, device: Any,
+            data_dir: str | None = None, overwrite: bool = False) -> Iterator[tuple[RunSpec, list[EvalOutcome]]]:
+    """Score each run with `evaluators` and refresh its results table; yields (run spec, its evaluations) as
+    each run is done. Named sets (contrast, transfer attack) default to the run's own data folder."""
+    for run_dir in runs:
+        spec = RunSpec.from_json(store.read_json(run_dir / store.SPEC))
+        data = data_for_run(run_dir, spec, data_dir)
+        options = request.options
+        if not options.data_dir:
+            options = dataclasses.replace(options, data_dir=source_data_dir(data.source))
+        for evaluator in evaluators:
+            evaluator.check(options, data, run_dir.parent)
+        classifier = load_run_classifier(run_dir, spec, data, device)
+        done = evaluate_run(spec, data, classifier, run_dir, evaluators, options, device, overwrite,
+                            explicit=request.explicit)
+        store.gather(run_dir.parent)
+        yield spec, done
