@@ -38,6 +38,8 @@ class CLINEConfig:
             raise BenchError("cline: syn_rate and ant_rate must be in (0, 1]")
         if self.weights not in ("fixed", "learned") or self.sentence_loss not in ("eq6", "bce"):
             raise BenchError("cline: weights is fixed or learned; sentence_loss is eq6 or bce")
+        if self.lambda_cts < 0 or self.lambda_rtd < 0:
+            raise BenchError("cline: lambda_cts and lambda_rtd must be >= 0")
 
 
 @METHODS.register("cline")

@@ -1,4 +1,4 @@
-"""CLLD — contrastive learning with label distance (Lan et al.; ../shared/METHODS.md): `cl` (uniform
+"""CLLD — contrastive learning with label distance (Lan et al.; docs/METHODS.md): `cl` (uniform
 distances, the CT+CL ablation), `clld-static` (chosen confusing pairs) and `clld-adaptive` (alias `clld`,
 distances learnt from validation confusion, Algorithm 1)."""
 

@@ -36,6 +36,10 @@ class DCLConfig:
     def __post_init__(self) -> None:
         if not 0 <= self.momentum <= 1 or self.lambda_ < 0 or self.views not in ("synonym", "dropout"):
             raise BenchError("dcl: momentum in [0, 1], lambda >= 0, views synonym or dropout")
+        if not 0 < self.syn_rate <= 1 or self.hidden < 1 or self.out < 1:
+            raise BenchError("dcl: syn_rate in (0, 1], hidden and out >= 1")
+        if not 0 <= self.powernorm_alpha <= 1 or self.powernorm_warmup < 0:
+            raise BenchError("dcl: powernorm_alpha in [0, 1], powernorm_warmup >= 0")
 
 
 def mlp(config: DCLConfig, dim_in: int) -> nn.Sequential:

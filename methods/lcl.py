@@ -34,6 +34,8 @@ class LCLConfig:
             raise BenchError("lcl: tau > 0 and ce_weight in [0, 1]")
         if self.weighting not in ("separate", "shared-head") or self.views not in ("dropout", "synonym"):
             raise BenchError("lcl: weighting is separate or shared-head; views is dropout or synonym")
+        if not 0 < self.syn_rate <= 1:
+            raise BenchError("lcl: syn_rate in (0, 1]")
 
 
 @METHODS.register("lcl")

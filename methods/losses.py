@@ -1,4 +1,4 @@
-"""Loss functions and small modules shared by the contrastive methods (see `METHODS.md` in the shared folder).
+"""Loss functions and small modules shared by the contrastive methods (see docs/METHODS.md).
 
 Everything here is pure and vectorised over the batch: no Python loop runs over rows. Every loss runs with
 autocast off and casts its inputs to float32 first (under autocast a cast alone is undone: the next matrix
@@ -70,7 +70,7 @@ def _mean_over_anchors(per_anchor: Tensor, has_positive: Tensor) -> Tensor:
 
 @_in_float32
 def clld_loss(h: Tensor, labels: Tensor, ldm: Tensor) -> Tensor:
-    """CLLD's label-distance contrastive term L_s (METHODS.md "clld-static / clld-adaptive", steps 3-6).
+    """CLLD's label-distance contrastive term L_s (docs/METHODS.md "clld-static / clld-adaptive", steps 3-6).
 
     SimM = (cos + 1) / 2 with the norm product floored at 1e-8 (Eq. 4); t_ij = [i != j][y_i = y_j] (Eq. 6);
     LDMM = ldm[y][:, y] (Eq. 7); SimLDM = SimM * LDMM (Eq. 8), and only then the diagonal is set to -1e6
@@ -104,7 +104,7 @@ def clld_loss(h: Tensor, labels: Tensor, ldm: Tensor) -> Tensor:
 
 @_in_float32
 def supcon_loss(h: Tensor, labels: Tensor, tau: float = 0.3) -> Tensor:
-    """Supervised contrastive loss SCL of Gunel et al. / Khosla et al. (METHODS.md "supcon").
+    """Supervised contrastive loss SCL of Gunel et al. / Khosla et al. (docs/METHODS.md "supcon").
 
     With h L2-normalised and s = h h^T / tau: SCL_i = -(1/|P(i)|) sum_{p in P(i)} (s_ip - logsumexp_{k != i}
     s_ik), P(i) = the other rows carrying y_i. Returns the mean of SCL_i over anchors with |P(i)| > 0
@@ -124,7 +124,7 @@ def supcon_loss(h: Tensor, labels: Tensor, tau: float = 0.3) -> Tensor:
 
 @_in_float32
 def lcl_loss(h: Tensor, labels: Tensor, weights: Tensor, tau: float = 0.3) -> Tensor:
-    """Label-aware contrastive loss of Suresh & Ong (METHODS.md "lcl").
+    """Label-aware contrastive loss of Suresh & Ong (docs/METHODS.md "lcl").
 
     With h L2-normalised, s = h h^T / tau and W_ik = weights[i, y_k] (weights: (R, N), the weighting
     network's softmax, not detached):
@@ -154,7 +154,7 @@ def lcl_loss(h: Tensor, labels: Tensor, weights: Tensor, tau: float = 0.3) -> Te
 
 @_in_float32
 def cline_contrastive_loss(h_ori: Tensor, h_syn: Tensor, h_ant: Tensor) -> Tensor:
-    """CLINE's sentence-level contrastive loss L_cts (METHODS.md "cline", Eq. 5-6).
+    """CLINE's sentence-level contrastive loss L_cts (docs/METHODS.md "cline", Eq. 5-6).
 
     mean_i -log(f(ori, syn) / (f(ori, syn) + f(ori, ant))) with f(a, b) = exp(a . b) on the raw, unnormalised
     vectors; computed as softplus(ori . ant - ori . syn), which never overflows.
@@ -169,7 +169,7 @@ def cline_contrastive_loss(h_ori: Tensor, h_syn: Tensor, h_ant: Tensor) -> Tenso
 
 @_in_float32
 def cline_bce_loss(h_ori: Tensor, h_x: Tensor, target: Tensor | float) -> Tensor:
-    """CLINE's released-code sentence loss (METHODS.md "cline", option `sentence_loss: bce`).
+    """CLINE's released-code sentence loss (docs/METHODS.md "cline", option `sentence_loss: bce`).
 
     BCE(sigmoid(mean over features of h_ori * h_x), target), target 1 for a synonym view and 0 for an antonym
     view (a (B,) tensor or a scalar broadcast over the batch); computed with logits for stability.
@@ -184,7 +184,7 @@ def cline_bce_loss(h_ori: Tensor, h_x: Tensor, target: Tensor | float) -> Tensor
 
 @_in_float32
 def replaced_token_loss(token_logits: Tensor, replaced: Tensor, mask: Tensor) -> Tensor:
-    """CLINE's replaced-token detection loss L_rtd (METHODS.md "cline", Eq. 2-4).
+    """CLINE's replaced-token detection loss L_rtd (docs/METHODS.md "cline", Eq. 2-4).
 
     Binary cross-entropy with logits of token_logits (B, T) against replaced (B, T) in {0, 1}, averaged over
     the positions where mask (B, T) is 1; 0 for an empty mask. `cline` passes the attention mask: every real
@@ -201,7 +201,7 @@ def replaced_token_loss(token_logits: Tensor, replaced: Tensor, mask: Tensor) ->
 
 @_in_float32
 def alignment_loss(p: Tensor, z: Tensor) -> Tensor:
-    """DCL / BYOL alignment term (METHODS.md "dcl"): mean_i (2 - 2 cos(p_i, z_i)) with z detached.
+    """DCL / BYOL alignment term (docs/METHODS.md "dcl"): mean_i (2 - 2 cos(p_i, z_i)) with z detached.
 
     `p` is the online predictor's output, `z` the target projection (stop-gradient). One direction only:
     the caller adds the symmetric term with the views swapped.
@@ -214,7 +214,7 @@ def alignment_loss(p: Tensor, z: Tensor) -> Tensor:
 
 
 class PowerNorm(nn.Module):
-    """Power normalisation of Shen et al. 2020, simplified as in METHODS.md "dcl", for (B, F) inputs.
+    """Power normalisation of Shen et al. 2020, simplified as in docs/METHODS.md "dcl", for (B, F) inputs.
 
     No centring: x_hat = x / sqrt(psi2 + eps) per feature, then gamma * x_hat + beta. In training the batch
     quadratic mean psi2_b = mean_batch(x^2) updates running_psi2 <- alpha running_psi2 + (1 - alpha) psi2_b
@@ -260,7 +260,7 @@ class PowerNorm(nn.Module):
 
 @torch.no_grad()
 def ema_update(target: nn.Module, online: nn.Module, momentum: float) -> None:
-    """DCL's momentum (EMA) target update (METHODS.md "dcl"), in place and without autograd.
+    """DCL's momentum (EMA) target update (docs/METHODS.md "dcl"), in place and without autograd.
 
     Every parameter xi <- m xi + (1 - m) theta; every buffer (running statistics, step counters) is copied
     from the online network. The two modules must have the same structure (checked by name and shape).

@@ -164,8 +164,8 @@ def test_no_arguments_means_the_demo():
     assert opts.jobs == 1 and not opts.overwrite and opts.overrides == {} and opts.knobs == {}
     from bench.running.runner import train_config
 
-    assert train_config("demo", {}).epochs == 4  # the demo card's own default
-    assert train_config("demo", {"epochs": 2}).epochs == 2  # the command line wins
+    assert train_config("demo", {}).epochs == 3 and train_config("demo", {}).batch_size == 16  # the card's own
+    assert train_config("demo", {"epochs": 5}).epochs == 5  # the command line wins
 
 
 def test_killed_shard_resumes_on_the_next_run(cli, tiny, tmp_path, monkeypatch):

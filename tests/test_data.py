@@ -80,7 +80,7 @@ def test_bench_data_dir_environment_variable(tmp_path, monkeypatch):
 def test_generated_demo_is_seeded():
     a, b, c = load_dataset("demo", data_seed=0), load_dataset("demo", data_seed=0), load_dataset("demo", data_seed=1)
     assert a.fingerprint == b.fingerprint != c.fingerprint
-    assert a.num_labels == 7 and len(a.test) == 450
+    assert a.num_labels == 7 and len(a.test) == 250
 
 
 def test_carve_is_stratified_stable_and_seeded():

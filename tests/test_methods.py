@@ -2,6 +2,7 @@
 and one end-to-end `bench run` per method on the fixture."""
 
 import json
+import re
 
 import numpy as np
 import pytest
@@ -351,3 +352,19 @@ def test_missing_wordnet_fails_before_any_shard(name, extra, cli, tiny, results,
     code, _, err = cli("run", "--datasets", tiny, "--methods", name, *FAST, *extra)
     assert code == 2 and "apt-get install wordnet-base wordnet-sense-index" in err
     assert not results.exists() or not list(results.glob("*/rows.json"))
+
+
+@pytest.mark.parametrize("method,knob,value,message", [
+    ("dcl", "syn_rate", 1.5, "syn_rate in (0, 1]"), ("dcl", "hidden", 0, "hidden and out >= 1"),
+    ("dcl", "powernorm_alpha", 2.0, "powernorm_alpha in [0, 1]"), ("lcl", "syn_rate", 0.0, "lcl: syn_rate"),
+    ("cline", "lambda_cts", -1.0, "lambda_cts and lambda_rtd must be >= 0"),
+])
+def test_out_of_range_knobs_are_refused_before_training(method, knob, value, message):
+    """Every knob's range is checked by its Config, so `bench run` refuses it before any shard starts."""
+    from bench.errors import BenchError
+    from bench.registry import METHODS
+
+    with pytest.raises(BenchError, match=re.escape(message)):
+        METHODS.get(method).Config(**{knob: value})
+    fine = METHODS.get(method).Config()
+    assert getattr(fine, knob) != value

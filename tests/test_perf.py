@@ -333,3 +333,95 @@ def test_the_slow_dataset_is_balanced_and_loads(tmp_path):
     assert len(data.train) + len(data.validation) == 90 and len(data.test) == 27
     assert np.bincount(data.test.labels).tolist() == [9, 9, 9]
     assert sorted(data.label_names) == ["food", "sport", "tech"]
+
+
+# ----------------------------------------------------------------------------------------------- demo
+
+def write_demo_folder(folder, accuracies=(0.6, 0.8), collapsed=(False, False), eval_seconds=((1.5, 2.0), (0.5,))):
+    """What the demo leaves in its folder: results/<run>/rows.json (+ evals/*.json) per method, and reports/."""
+    from bench.results import store
+
+    for method, accuracy, flat, evals in zip(("ce", "clld-adaptive"), accuracies, collapsed, eval_seconds):
+        run = folder / "results" / f"{method}_demo_minilm_s1_x"
+        base = {"run_key": run.name, "method": method, "evaluator": "clean", "wall_seconds": 10.0,
+                "train_seconds": 7.5, "collapsed": int(flat)}
+        store.write_json(run / "rows.json", [
+            {**base, "split": "test", "metric": "accuracy", "label": "", "value": accuracy},
+            {**base, "split": "test", "metric": "macro_f1", "label": "", "value": accuracy - 0.1},
+            {**base, "split": "test", "metric": "f1", "label": "positive", "value": 0.01},
+            {**base, "split": "validation", "metric": "accuracy", "label": "", "value": 0.02}])
+        for i, seconds in enumerate(evals):
+            store.write_json(run / "evals" / f"e{i}-h.json", {"status": "done", "rows": [
+                {"eval_seconds": seconds, "metric": "m", "value": 1.0}, {"eval_seconds": 99.0}]})
+        store.write_json(run / "evals" / "empty-h.json", {"status": "done", "rows": []})
+    reports = folder / "reports"
+    reports.mkdir(parents=True, exist_ok=True)
+    for name in ("paper-ii.md", "summary.png", "summary.pdf", "notes.txt"):
+        (reports / name).write_text("x")
+
+
+def test_demo_report_times_each_shard_against_the_budget_and_checks_the_comparison(tmp_path):
+    from bench.perf.demo import BUDGET_SECONDS, demo_report
+
+    write_demo_folder(tmp_path)
+    report = demo_report(tmp_path, 100.0, 123.456, "a\nb\nc\n")
+    assert BUDGET_SECONDS == 180
+    assert report["within_budget"] is True and report["share_of_budget"] == round(100 / 180, 3)
+    assert report["wall_s"] == 100.0 and report["cpu_s"] == 123.5 and report["stdout_lines"] == 3
+    assert report["shards"] == {
+        "ce": {"wall_s": 10.0, "train_s": 7.5, "evaluators_s": 3.5, "accuracy": 0.6, "macro_f1": 0.5,
+               "collapsed": False},
+        "clld-adaptive": {"wall_s": 10.0, "train_s": 7.5, "evaluators_s": 0.5, "accuracy": 0.8,
+                          "macro_f1": pytest.approx(0.7), "collapsed": False}}
+    assert report["outside_shards_s"] == 100 - (10 + 3.5 + 10 + 0.5)
+    assert report["methods_differ"] is True and report["any_collapsed"] is False
+    assert report["reports"] == ["reports/paper-ii.md", "reports/summary.png"]   # PNG and Markdown only
+
+
+def test_demo_report_flags_a_collapsed_shard_equal_accuracies_and_a_blown_budget(tmp_path):
+    from bench.perf.demo import demo_report
+
+    write_demo_folder(tmp_path / "a", accuracies=(0.7, 0.7), collapsed=(False, True))
+    report = demo_report(tmp_path / "a", 200.0, 1.0, "")
+    assert report["any_collapsed"] is True and report["shards"]["clld-adaptive"]["collapsed"] is True
+    assert report["methods_differ"] is False
+    assert report["within_budget"] is False and report["share_of_budget"] == round(200 / 180, 3)
+    assert demo_report(tmp_path / "a", 180.0, 1.0, "")["within_budget"] is True   # the budget itself is within
+
+
+def test_demo_runs_bench_run_alone_in_an_empty_folder_without_the_callers_folders(tmp_path, monkeypatch):
+    import subprocess
+    from pathlib import Path
+
+    from bench.perf import demo as demo_module
+
+    monkeypatch.setenv("BENCH_DATA_DIR", str(tmp_path / "data"))
+    calls = []
+
+    def fake_run(argv, cwd, env, capture_output, text):
+        calls.append((argv, cwd, env))
+        assert not list(Path(cwd).iterdir())   # an empty folder
+        write_demo_folder(Path(cwd))
+        return subprocess.CompletedProcess(argv, 0, stdout="table\n", stderr="bench: 2 shard(s)\n")
+
+    monkeypatch.setattr(demo_module.subprocess, "run", fake_run)
+    report = demo_module.demo(argparse.Namespace(quiet=True))
+    (argv, cwd, env), = calls
+    assert argv[1:] == ["-m", "bench", "run"]
+    assert "BENCH_RESULTS_DIR" not in env and "BENCH_DATA_DIR" not in env
+    assert not Path(cwd).exists()   # the temporary folder is removed
+    assert set(report["shards"]) == {"ce", "clld-adaptive"} and report["stdout_lines"] == 1
+
+    monkeypatch.setattr(demo_module.subprocess, "run", lambda argv, **kw: subprocess.CompletedProcess(
+        argv, 2, stdout="", stderr="bench: 3 shard(s)\nerror: no MiniLM here\n"))
+    with pytest.raises(BenchError, match="the demo exited 2: error: no MiniLM here"):
+        demo_module.demo(argparse.Namespace(quiet=True))
+
+
+def test_demo_is_a_benchmark_of_the_command_line(monkeypatch, capsys):
+    from bench.perf.demo import demo
+
+    assert "demo" in perf.COMMANDS and perf.COMMANDS["demo"] is demo
+    monkeypatch.setitem(perf.COMMANDS, "demo", lambda args: {"benchmark": "demo", "quiet": args.quiet})
+    report, _ = run_perf(capsys, "demo", "--quiet")
+    assert report["benchmark"] == "demo" and report["quiet"] is True

@@ -9,7 +9,7 @@ import os
 import sys
 import warnings
 
-from bench.cli import evaluate, listing, plot, report, run, status
+from bench.cli import doctor, evaluate, listing, plot, report, run, status
 from bench.cli.common import quiet_transformers
 from bench.errors import BenchError
 
@@ -18,7 +18,7 @@ log = logging.getLogger("bench")
 PLANNED: dict[str, str] = {}  # subcommands announced but not implemented yet: name -> what it will do
 COMMANDS = {"list": listing.cmd_list, "run": run.cmd_run, "evaluate": evaluate.cmd_evaluate,
             "results": report.cmd_results, "report": report.cmd_report, "plot": plot.cmd_plot,
-            "status": status.cmd_status}
+            "status": status.cmd_status, "doctor": doctor.cmd_doctor}
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -36,6 +36,7 @@ def build_parser() -> argparse.ArgumentParser:
     report.add_results_parser(sub, common)
     report.add_report_parser(sub, common)
     plot.add_plot_parser(sub, common)
+    doctor.add_parser(sub, common)
     for name, what in PLANNED.items():
         stub = sub.add_parser(name, parents=[common], help=f"(not implemented yet) {what}")
         stub.add_argument("rest", nargs=argparse.REMAINDER)
@@ -58,14 +59,22 @@ def configure_logging(transformers: bool = True) -> None:
         quiet_transformers()
 
 
+def is_demo(argv: list[str]) -> bool:
+    """Whether the arguments are `bench run` alone (`make demo`; --debug and --no-progress allowed): the demo,
+    which also writes its reports (bench.cli.run_options.DEMO_RUN)."""
+    return "run" in argv and not set(argv) - {"run", "--debug", "--no-progress"}
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the `bench` command; returns the exit code."""
     parser = build_parser()
+    argv = sys.argv[1:] if argv is None else list(argv)
     args = parser.parse_args(argv)
+    args.demo = is_demo(argv)
     if args.command is None:
         parser.print_help()
         return 0
-    configure_logging(transformers=args.command != "run")
+    configure_logging(transformers=args.command not in ("run", "doctor"))
     try:
         return COMMANDS.get(args.command, cmd_planned)(args)
     except BenchError as exc:

@@ -65,6 +65,9 @@ def add_report_parser(sub: argparse._SubParsersAction, common: argparse.Argument
                         help=f"where report files are written (default: ./{DEFAULT_REPORTS})")
     parser.add_argument("--bootstrap", type=int, default=None, metavar="N",
                         help="compare: paired bootstrap resamples (default: 10000)")
+    parser.add_argument("--html", nargs="?", const="", default=None, metavar="PATH",
+                        help="instead of text tables, write one self-contained HTML page (tables, comparison, "
+                             "figures, robustness, provenance) to PATH (default: REPORTS_DIR/report[-FILTERS].html)")
     return parser
 
 
@@ -127,6 +130,14 @@ def cmd_report(args: argparse.Namespace) -> int:
     if resamples < 1:
         raise BenchError("--bootstrap must be >= 1")
     source = results_dir(args)
+    if args.html is not None:
+        from bench.reporting.html import write_html_report
+
+        path, warnings = write_html_report(source, args.filters, args.reports_dir, args.html, args.baseline, resamples)
+        for warning in warnings:
+            print(f"warning: {warning}", file=sys.stderr)
+        print(path)
+        return 0
     frame = apply_filters(load_results(source), args.filters)
     warnings = [w for name in names for w in mix_warnings(tables.table_rows(name, frame))]
     for warning in dict.fromkeys(warnings):

@@ -98,11 +98,13 @@ def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    """Plan and run shards, then print a summary table of this invocation's results."""
+    """Plan and run shards, then print the results table, one line per evaluator and the next commands (the
+    demo also writes its reports)."""
     opts = run_options(args)  # checks what it can before it imports torch: a mistake costs a second
     quiet_transformers()
+    from bench.cli.progress import SweepProgress
+    from bench.cli.run_summary import print_next_steps, print_results, write_demo_reports
     from bench.running.runner import execute_sweep, plan_sweep
-    from bench.reporting.summary import evaluation_table, summary_table
 
     results_dir = opts.results_dir
     shards = plan_sweep(opts)
@@ -118,20 +120,26 @@ def cmd_run(args: argparse.Namespace) -> int:
         accuracy = next((r["value"] for r in outcome.rows if r["metric"] == "accuracy" and r["split"] == "test"),
                         None)
         detail = f"test accuracy {accuracy:.4f}" if accuracy is not None else outcome.message
-        print(f"[{i}/{n}] {outcome.status:7s} {outcome.key}  {detail}"
-              + (f"  ({outcome.seconds:.0f}s)" if outcome.status == "done" else ""), file=sys.stderr)
+        eta = progress.shard_ended(outcome.key, trained=outcome.seconds > 1)
+        progress.write(f"[{i}/{n}] {outcome.status:7s} {outcome.key}  {detail}"
+                       + (f"  ({outcome.seconds:.0f}s)" if outcome.status == "done" else "")
+                       + (f"  {eta}" if eta else ""))
         if outcome.status == "done" and outcome.message:  # a finished run whose result is suspect (collapsed)
-            print(f"warning: {outcome.key} {outcome.message}", file=sys.stderr)
+            progress.write(f"warning: {outcome.key} {outcome.message}")
         failed_evaluations.extend(print_evaluations(outcome.evaluations))
 
     failed_evaluations: list[Any] = []
-    outcomes = execute_sweep(shards, opts, report)
+    progress = SweepProgress(shards, bar=opts.progress)
+    try:
+        outcomes = execute_sweep(shards, opts, report)
+    finally:
+        progress.close()
     rows = [row for o in outcomes for row in o.rows]
-    if rows:
-        print(summary_table(rows).to_string(index=False))
     evaluation_rows = [row for o in outcomes for e in o.evaluations for row in e.rows]
-    if evaluation_rows and not evaluation_table(evaluation_rows).empty:
-        print(evaluation_table(evaluation_rows).to_string(index=False))
+    if rows:
+        print_results(rows, evaluation_rows, results_dir)
+        if opts.reports_dir is not None:
+            write_demo_reports(rows + evaluation_rows, results_dir, opts.reports_dir)
     failed = [o for o in outcomes if o.status == "failed"]
     if failed:
         print(f"bench: {len(failed)} of {len(outcomes)} shard(s) failed:", file=sys.stderr)
@@ -144,6 +152,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         for o in held:
             print(f"  {o.key}: {o.message}", file=sys.stderr)
     report_failed_evaluations(failed_evaluations, " (the runs' training results are kept)")
+    if rows:
+        print_next_steps(opts, sorted({r["run_key"] for r in rows}))
     return 1 if failed or failed_evaluations else 0
 
 

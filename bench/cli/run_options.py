@@ -16,6 +16,9 @@ from bench.running.options import RunOptions
 from bench.spec import TrainConfig
 
 DEFAULT_METHODS = "ce,supcon,clld"
+# `bench run` with no arguments (`make demo`): the defaults below plus these evaluator settings, and the reports.
+DEMO_RUN = {"checklist_n": 100}
+DEMO_REPORTS = Path("reports")
 LIST_FLAGS = {  # list options of `bench run`: dest -> (flag, what it names, what to give instead)
     "methods": ("--methods", "method", "nothing to run; give at least one, e.g. --methods ce,supcon (see "
                                        "`bench list methods`)"),
@@ -78,6 +81,9 @@ def checked_run_options(args: argparse.Namespace) -> tuple[RunOptions, dict[str,
     from bench.cli.settings import as_list, load_config_file, parse_assignment, split_settings
 
     file_run, settings = load_config_file(args.config) if args.config else ({}, {})
+    demo = bool(getattr(args, "demo", False))
+    if demo:
+        file_run = {**DEMO_RUN, **file_run}
     require_names(args, file_run)
     check_folders(args, file_run)
     settings.update({n: getattr(args, n) for n in TrainConfig.field_names() if getattr(args, n) is not None})
@@ -126,6 +132,7 @@ def checked_run_options(args: argparse.Namespace) -> tuple[RunOptions, dict[str,
         slurm=slurm,
         wait=wait,
         progress=not getattr(args, "no_progress", False),
+        reports_dir=DEMO_REPORTS if demo else None,
     )
     check_plan(opts)
     return opts, request

@@ -183,7 +183,7 @@ def _split(rng: np.random.Generator, prefix: str, n: int, seen: set[str]) -> lis
     return rows
 
 
-def generate(seed: int = 0, n_train: int = 900, n_test: int = 450) -> dict[str, list[dict]]:
+def generate(seed: int = 0, n_train: int = 400, n_test: int = 250) -> dict[str, list[dict]]:
     """Return {"train": [...], "test": [...]} of {"id", "text", "label"} rows.
 
     Deterministic per seed; every text is unique across both splits; each split

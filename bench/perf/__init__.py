@@ -15,6 +15,7 @@ One module per job:
     compile      compile: eager vs torch.compile step time per method
     estimate     estimate: a sweep's expected wall time from a measured or assumed rate
     slurm        slurm: submission time and requeue overhead on a real cluster (and the real-cluster tests' helpers)
+    demo         demo: `bench run` with no arguments (a new user's first command) against its 3-minute budget
 
 The names of those modules (and `training_flops` of bench.running.walltime) are importable from `bench.perf` itself; they
 are imported on first use, so `import bench.perf` loads neither a benchmark nor torch.
@@ -38,6 +39,7 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
                        "HF_RATIO_TARGET", "report", "targets"),
     "bench.perf.fast_path": ("old_collate", "OLD_LOG_EVERY", "old_epoch", "short_texts", "short_texts_one"),
     "bench.perf.concurrency": ("shard_worker", "launch_shards", "shards"),
+    "bench.perf.demo": ("demo_report", "BUDGET_SECONDS"),  # not `demo`: bench.perf.demo is its module
     "bench.perf.fixed_cost": ("shard_cost", "shard_breakdown"),
     "bench.perf.compile": ("compile_bench", "compile_one"),
     "bench.perf.estimate": ("run_estimate",),

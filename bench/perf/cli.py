@@ -1,17 +1,18 @@
 """Benchmarks of the harness itself, each reported as a ratio against a baseline measured in the same run.
 
-    python -m bench.perf overhead --dataset mr --data-dir ../shared/data     # Trainer vs a minimal loop
-    python -m bench.perf padding  --dataset mr --data-dir ../shared/data     # length grouping + dynamic padding
-    python -m bench.perf methods  --dataset mr --data-dir ../shared/data     # step time of every method vs ce
-    python -m bench.perf hf-trainer --dataset mr --data-dir ../shared/data   # our Trainer vs Hugging Face Trainer
+    python -m bench.perf overhead --dataset mr --data-dir DATA     # Trainer vs a minimal loop
+    python -m bench.perf padding  --dataset mr --data-dir DATA     # length grouping + dynamic padding
+    python -m bench.perf methods  --dataset mr --data-dir DATA     # step time of every method vs ce
+    python -m bench.perf hf-trainer --dataset mr --data-dir DATA   # our Trainer vs Hugging Face Trainer
     python -m bench.perf throughput --encoder bert-base-random ...           # ce / clld seq/s, TFLOP/s, MFU, GPU use
-    python -m bench.perf report --dataset 20ng --data-dir ../shared/data     # the GPU targets at batch 32 and 128
-    python -m bench.perf short-texts --data-dir ../shared/data               # trec, mr: the old loop vs the fast path
+    python -m bench.perf report --dataset 20ng --data-dir DATA     # the GPU targets at batch 32 and 128
+    python -m bench.perf short-texts --data-dir DATA               # trec, mr: the old loop vs the fast path
     python -m bench.perf shards --concurrency 1,2,4 ...                      # K training processes sharing one device
-    python -m bench.perf shard-cost --dataset trec --data-dir ../shared/data # the fixed cost of one real shard
+    python -m bench.perf shard-cost --dataset trec --data-dir DATA # the fixed cost of one real shard
     python -m bench.perf compile --methods ce,clld-adaptive ...              # eager vs torch.compile step time
     python -m bench.perf estimate --config configs/clld-table2.yaml ...      # expected wall time of a sweep
     python -m bench.perf slurm --slurm-shards 30                             # submission and requeue costs
+    python -m bench.perf demo                                                # `bench run` alone vs its 3 minutes
 
 Rounds alternate between the variants so that machine noise hits both alike; the medians are compared.
 Models are set up as a real shard sets them up: deterministic kernels on a CPU only, the Trainer's length bucket
@@ -35,6 +36,7 @@ from bench.perf.compile import compile_bench
 from bench.perf.concurrency import shards
 from bench.perf.estimate import run_estimate
 from bench.perf.fast_path import short_texts
+from bench.perf.demo import demo
 from bench.perf.fixed_cost import shard_cost
 from bench.perf.hf_baseline import hf_trainer
 from bench.perf.loops import methods_step, overhead, padding
@@ -49,7 +51,8 @@ PROG = "python -m bench.perf"
 COMMANDS: dict[str, Callable[[argparse.Namespace], dict]] = {
     "overhead": overhead, "padding": padding, "methods": methods_step, "hf-trainer": hf_trainer,
     "throughput": throughput, "report": report, "short-texts": short_texts, "shards": shards,
-    "shard-cost": shard_cost, "compile": compile_bench, "estimate": run_estimate, "slurm": slurm_bench}
+    "shard-cost": shard_cost, "compile": compile_bench, "estimate": run_estimate, "slurm": slurm_bench,
+    "demo": demo}
 
 
 class UsageError(Exception):

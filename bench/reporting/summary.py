@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 KEYS = ["dataset", "encoder", "method"]
@@ -56,3 +57,88 @@ def evaluation_table(rows: list[dict[str, Any]]) -> pd.DataFrame:
         text = f"{values.mean():.4g}" if len(values) < 2 else f"{values.mean():.4g} ± {values.std(ddof=1):.2g}"
         out.append({**dict(zip(group_keys, keys)), "seeds": len(group), "value": text})
     return pd.DataFrame(out)
+
+
+# ----------------------------------------------------------------------------------------------- after a run
+
+BASELINE = "ce"
+SUMMARY_RESAMPLES = 2000  # the quick paired bootstrap of the run summary (`bench report --table compare`: 10,000)
+# evaluator -> (its headline metric, what it measures, percent?, lower is better?)
+HEADLINES = {
+    "checklist": ("failure_rate", "CheckList failure rate", True, True),
+    "contrast": ("consistency", "contrast-set consistency (original and contrast right)", True, False),
+    "repr": ("cos_gap", "representation: within- minus across-class cosine", False, False),
+    "textfooler": ("attack_success_rate", "TextFooler attack success rate", True, True),
+}
+
+
+def results_table(rows: list[dict[str, Any]], predictions: dict[str, pd.DataFrame] | None = None,
+                  baseline: str = BASELINE) -> pd.DataFrame:
+    """`summary_table` plus, where `baseline` ran on the same dataset and encoder and `predictions` (run key ->
+    `stats.load_predictions` frame) are given, the paired test-accuracy difference to it in points with a
+    95% bootstrap interval over the shared test items (pooled over paired seeds)."""
+    table = summary_table(rows)
+    if table.empty or not predictions:
+        return table
+    clean = pd.DataFrame(rows)
+    clean = clean[(clean["evaluator"] == "clean") & (clean["split"] == "test") & (clean["metric"] == "accuracy")
+                  & (clean["label"] == "")]
+    runs = clean.groupby([*KEYS, "seed"])["run_key"].first().to_dict()
+    column = []
+    for _, row in table.iterrows():
+        column.append(paired_delta(runs, predictions, row["dataset"], row["encoder"], row["method"], baseline))
+    table.insert(len(table.columns) - 1, f"Δacc vs {baseline} [95% CI]", column)
+    return table
+
+
+def paired_delta(runs: dict[tuple, str], predictions: dict[str, pd.DataFrame], dataset: str, encoder: str,
+                 method: str, baseline: str) -> str:
+    """`+1.23 [-0.40, +2.90]` (points) for `method` against `baseline`; `—` for the baseline itself or when
+    the two share no seed with predictions."""
+    from bench.reporting import stats
+
+    def by_seed(name: str) -> dict[int, pd.DataFrame]:
+        return {int(s): predictions[key] for (d, e, m, s), key in runs.items()
+                if (d, e, m) == (dataset, encoder, name) and key in predictions}
+
+    if method == baseline:
+        return "—"
+    result = stats.compare_predictions(by_seed(baseline), by_seed(method), SUMMARY_RESAMPLES)
+    if not result.seeds or result.bootstrap is None:
+        return "—"
+    low, high = (100 * result.bootstrap.low, 100 * result.bootstrap.high)
+    interval = "" if np.isnan(low) else f" [{low:+.2f}, {high:+.2f}]"
+    return f"{100 * result.delta:+.2f}{interval}"
+
+
+def evaluator_lines(rows: list[dict[str, Any]]) -> list[str]:
+    """One line per evaluator: its headline metric per method (mean over seeds; overall rows of the first
+    settings), or why it was skipped."""
+    frame = pd.DataFrame(rows)
+    if frame.empty or "evaluator" not in frame:
+        return []
+    frame = frame[frame["evaluator"] != "clean"]
+    lines = []
+    for evaluator, group in frame.groupby("evaluator", sort=True):
+        skipped = group[group["metric"] == "skipped"]
+        if len(skipped) == len(group):
+            lines.append(f"{evaluator}: skipped: {str(skipped['note'].iloc[0]) if 'note' in skipped else ''}".rstrip())
+            continue
+        metric, what, percent, lower = HEADLINES.get(evaluator, (None, evaluator, False, False))
+        overall = group[(group["metric"] != "skipped") & (group["label"].fillna("") == "")]
+        for detail in DETAIL_COLUMNS:
+            if detail in overall:
+                overall = overall[overall[detail].fillna("") == ""]
+        if metric is None or metric not in set(overall["metric"]):
+            lines.append(f"{evaluator}: {overall['metric'].nunique()} metrics (`bench results --filter "
+                         f"evaluator={evaluator}`)")
+            continue
+        chosen = overall[(overall["metric"] == metric) & (overall["eval_hash"] == overall["eval_hash"].iloc[0])]
+        means = chosen.groupby(["dataset", "encoder", "method"])["value"].mean()
+        several = means.index.droplevel("method").nunique() > 1
+        parts = [f"{(d + '/' + e + '/') if several else ''}{m} "
+                 f"{100 * v:.1f}%" if percent else f"{(d + '/' + e + '/') if several else ''}{m} {v:.3f}"
+                 for (d, e, m), v in means.items()]
+        better = "lower" if lower else "higher"
+        lines.append(f"{evaluator}: {what} ({better} is better): {', '.join(parts)}")
+    return lines

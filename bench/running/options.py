@@ -35,6 +35,7 @@ class RunOptions:
     slurm: SlurmOptions | None = None  # with executor slurm
     wait: bool = False
     progress: bool = True
+    reports_dir: Path | None = None  # write the sweep's table and figures here when it ends (the demo)
     request: ShardRequest | None = None
 
     def __post_init__(self) -> None:

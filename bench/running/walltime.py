@@ -61,6 +61,15 @@ def validations_per_epoch(method_config: dict[str, Any]) -> int:
     return int(method_config.get("evals_per_epoch", 1))
 
 
+def shard_weight(spec: RunSpec, sizes: dict[str, int]) -> float:
+    """A shard's relative cost in examples through the encoder (`shard_cost` without the FLOPs of a token, for a
+    sweep's ETA): training passes of its method x train size per epoch, its validations (forward only, a third
+    of a training pass) and the test split; `sizes`: examples per split. An unknown method counts one pass."""
+    passes = INHERENT_PASSES.get(spec.method, 1.0)
+    epoch = passes * sizes["train"] + validations_per_epoch(dict(spec.method_config)) * sizes["validation"] / 3
+    return spec.train.epochs * epoch + sizes["test"] / 3
+
+
 def shard_cost(spec: RunSpec, flops: dict[str, float], epochs: int | None = None) -> ShardCost:
     """FLOPs of one shard from its dataset's per-split training FLOPs (`flops`: train / validation / test)."""
     if spec.method not in INHERENT_PASSES:

@@ -1,0 +1,71 @@
+"""What `bench run` prints when its shards have ended: the results table (accuracy and macro-F1 per method, the
+paired difference to ce), one line per evaluator, where the results (and, for the demo, the reports) are, and
+the commands that come next."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+from bench.running.options import RunOptions
+
+
+
+
+def print_results(rows: list[dict[str, Any]], evaluation_rows: list[dict[str, Any]], results_dir: Path) -> None:
+    """The results table on stdout, then one line per evaluator."""
+    from bench.reporting import stats
+    from bench.reporting.summary import BASELINE, evaluator_lines, results_table
+
+    from bench.errors import BenchError
+
+    predictions = None
+    if any(r["method"] == BASELINE for r in rows):  # the paired Δ needs every run's test predictions
+        try:
+            predictions = stats.load_run_predictions(results_dir, sorted({r["run_key"] for r in rows}))
+        except BenchError as exc:
+            print(f"bench: no paired differences: {exc}", file=sys.stderr)
+    print(results_table(rows, predictions).to_string(index=False))
+    lines = evaluator_lines(evaluation_rows)
+    if lines:
+        print()
+        for line in lines:
+            print(line)
+
+
+def write_demo_reports(rows: list[dict[str, Any]], results_dir: Path, reports_dir: Path) -> list[Path]:
+    """The demo's Markdown table and figures under `reports_dir` (printed on stderr); [] when they cannot be
+    drawn (the reason on stderr)."""
+    from bench.errors import BenchError
+    from bench.reporting.sweep_reports import write_sweep_reports
+
+    try:
+        written = write_sweep_reports(results_dir, rows, reports_dir)
+    except (BenchError, OSError) as exc:
+        print(f"bench: no reports written: {exc}", file=sys.stderr)
+        return []
+    print(f"bench: reports: {', '.join(str(p) for p in written)}", file=sys.stderr)
+    return written
+
+
+def next_steps(opts: RunOptions, keys: list[str]) -> list[str]:
+    """The commands worth running next on these results, each with what it gives."""
+    folder = "" if opts.results_dir == Path("results").resolve() or str(opts.results_dir) == "results" \
+        else f" --results-dir {opts.results_dir}"
+    steps = [f"bench results{folder}                      every result row (filter, export CSV/Parquet)",
+             f"bench report{folder} --table compare       paired comparison with CIs and q-values",
+             f"bench report{folder} --html                one self-contained page to share"]
+    clld = next((k for k in keys if k.startswith("clld")), None)
+    if clld:
+        steps.append(f"bench plot ldm {clld}{folder}   the learnt label distances")
+    if keys:
+        steps.append(f"bench plot confusion {keys[0]}{folder}   a test confusion heatmap")
+    return steps
+
+
+def print_next_steps(opts: RunOptions, keys: list[str]) -> None:
+    """Where the results are and the next commands, on stderr (stdout keeps the tables)."""
+    print(f"bench: results in {opts.results_dir} ({len(keys)} run(s)); next:", file=sys.stderr)
+    for step in next_steps(opts, keys):
+        print(f"  {step}", file=sys.stderr)

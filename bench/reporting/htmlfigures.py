@@ -1,0 +1,124 @@
+"""The figures of the HTML report (`bench.reporting.html`), drawn with the builders of `bench.reporting.plots`
+and inlined as PNG: the accuracy summary by method, training curves per dataset x encoder, and for each
+method's first-seed run its confusion heatmap, its label-distance heatmap (clld runs) and its t-SNE scatter
+(when stored). A figure that cannot be drawn (a file the run lacks) becomes a one-line note.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from bench.errors import BenchError
+from bench.reporting import plots
+from bench.reporting.htmlparts import anchor, esc, figure_html, note
+from bench.reporting.tables import clean_accuracy, method_key
+from bench.results import store
+
+MAX_RUN_FIGURES = 40  # runs whose heatmaps are drawn; beyond this the page names how many were left out
+
+
+@dataclass(frozen=True)
+class ChosenRun:
+    """The first-seed run of one dataset x encoder x method."""
+
+    dataset: str
+    encoder: str
+    method: str
+    seed: int
+    key: str
+
+    @property
+    def title(self) -> str:
+        """`method · dataset · encoder · seed S`."""
+        return f"{self.method} · {self.dataset} · {self.encoder} · seed {self.seed}"
+
+
+def first_seed_runs(frame: pd.DataFrame) -> list[ChosenRun]:
+    """Per dataset x encoder x method, the run with the lowest seed (then the first run key), in table order."""
+    rows = clean_accuracy(frame)
+    if rows.empty:
+        rows = frame
+    rows = rows[rows["run_key"] != ""].drop_duplicates("run_key")
+    chosen: dict[tuple[str, str, str], ChosenRun] = {}
+    for row in rows.sort_values(["seed", "run_key"], kind="stable").itertuples(index=False):
+        seed = -1 if pd.isna(row.seed) else int(row.seed)
+        group = (str(row.dataset), str(row.encoder), str(row.method))
+        chosen.setdefault(group, ChosenRun(*group, seed, str(row.run_key)))
+    return sorted(chosen.values(), key=lambda r: (r.dataset, r.encoder, method_key(r.method)))
+
+
+def attempt(builder: Callable[..., plots.Plot], *args: Any) -> tuple[plots.Plot | None, str]:
+    """The plot, or None and the one-line reason it could not be drawn."""
+    try:
+        return builder(*args), ""
+    except BenchError as exc:
+        return None, str(exc)
+    except (OSError, ValueError, KeyError, TypeError) as exc:  # a damaged run file: say so, keep the page
+        return None, f"could not be drawn ({type(exc).__name__}: {exc})"
+
+
+def summary_figure(frame: pd.DataFrame, filters: list[str]) -> str:
+    """Test accuracy by method, mean ± std over seeds, one panel per dataset (or a note)."""
+    plot, reason = attempt(plots.summary_plot, frame.to_dict("records"), "accuracy", filters)
+    if plot is None:
+        return note(f"No accuracy summary figure: {reason}")
+    return ('<div class="figures">' + figure_html(plot, "Test accuracy by method: mean ± std over seeds "
+                                                        "(dots: single seeds), one panel per dataset") + "</div>\n")
+
+
+def curves_figures(source: Path, runs: list[ChosenRun]) -> str:
+    """Validation accuracy and loss parts per epoch of each method's first-seed run, per dataset x encoder."""
+    groups: dict[tuple[str, str], list[ChosenRun]] = {}
+    for run in runs:
+        groups.setdefault((run.dataset, run.encoder), []).append(run)
+    parts, reasons = [], []
+    for (dataset, encoder), chosen in groups.items():
+        plot, reason = attempt(plots.curves_plot, [source / run.key for run in chosen])
+        if plot is None:
+            reasons.append(f"{dataset} · {encoder}: {reason}")
+        else:
+            parts.append(figure_html(plot, f"Training curves on {dataset} ({encoder}): each method's first seed"))
+    body = f'<div class="figures">{"".join(parts)}</div>\n' if parts else ""
+    return body + "".join(note(f"No training curves for {r}") for r in reasons)
+
+
+def run_figures(source: Path, run: ChosenRun) -> tuple[list[str], list[str]]:
+    """A run's figures (confusion; LDM for clld runs; t-SNE when stored) and notes for those it lacks."""
+    run_dir = source / run.key
+    wanted: list[tuple[str, Callable[..., plots.Plot], str]] = [
+        ("confusion heatmap", plots.confusion_plot, f"Test confusion of {run.title}: counts and row-normalised")]
+    if run.method.startswith("clld"):
+        wanted.append(("label-distance heatmap", plots.ldm_plot, f"Final label-distance matrix of {run.title}"))
+    if (run_dir / store.TSNE).is_file():
+        wanted.append(("t-SNE scatter", plots.embeddings_plot, f"t-SNE of test embeddings of {run.title}"))
+    figures, notes = [], []
+    for what, builder, caption in wanted:
+        plot, reason = attempt(builder, run_dir)
+        if plot is None:
+            notes.append(f"No {what} for {run.key}: {reason}")
+        else:
+            figures.append(figure_html(plot, caption))
+    return figures, notes
+
+
+def method_figures(source: Path, runs: list[ChosenRun]) -> str:
+    """Curves, then per first-seed run a heading with its heatmaps; notes for what is missing."""
+    body = ("<p>For each dataset · encoder · method, its run with the lowest seed: training curves, the test "
+            "confusion, and for clld runs the learnt label-distance matrix.</p>\n"
+            "<h3>Training curves</h3>\n" + curves_figures(source, runs))
+    if not any(run.method.startswith("clld") for run in runs):
+        body += note("No clld run in the selection, so no label-distance heatmaps.")
+    for run in runs[:MAX_RUN_FIGURES]:
+        figures, notes = run_figures(source, run)
+        body += f'<h3 id="{anchor("run-" + run.key)}">{esc(run.title)} <small>({esc(run.key)})</small></h3>\n'
+        body += (f'<div class="figures">{"".join(figures)}</div>\n' if figures else "")
+        body += "".join(note(n) for n in notes)
+    if len(runs) > MAX_RUN_FIGURES:
+        body += note(f"{len(runs) - MAX_RUN_FIGURES} more dataset/encoder/method groups left out (at most "
+                     f"{MAX_RUN_FIGURES} drawn); narrow the page with --filter.")
+    return body

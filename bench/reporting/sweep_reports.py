@@ -1,0 +1,52 @@
+"""The reports a finished sweep writes at once (the demo, `bench run` with no arguments): the accuracy table as
+Markdown, the accuracy-by-method figure, and the label-distance and confusion heatmaps of one run."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from bench.results import store
+
+
+def heatmap_run(rows: list[dict[str, Any]]) -> str | None:
+    """The run whose heatmaps are drawn: the first seed of a clld run (its label distances), else of the most
+    accurate method."""
+    frame = pd.DataFrame(rows)
+    clean = frame[(frame["evaluator"] == "clean") & (frame["split"] == "test") & (frame["metric"] == "accuracy")
+                  & (frame["label"] == "")]
+    if clean.empty:
+        return None
+    clld = clean[clean["method"].str.startswith("clld")].sort_values(["method", "seed"])
+    if not clld.empty:
+        return str(clld["run_key"].iloc[0])
+    best = clean.groupby("method")["value"].mean().idxmax()
+    return str(clean[clean["method"] == best].sort_values("seed")["run_key"].iloc[0])
+
+
+def write_sweep_reports(results_dir: Path, rows: list[dict[str, Any]], reports_dir: Path) -> list[Path]:
+    """Write the sweep's table and figures under `reports_dir` (PNG figures, PDFs beside them); returns the
+    paths of the Markdown table and the PNGs. A figure that cannot be drawn (e.g. a run without label
+    distances) is left out."""
+    from bench.errors import BenchError
+    from bench.reporting import plots, render, tables
+    from bench.reporting.figures import save_plot
+
+    frame = pd.DataFrame(rows)
+    written = [render.write_report(tables.paper_ii(frame), "paper-ii", "md", reports_dir)]
+    figures = [lambda: plots.summary_plot(rows, "accuracy")]
+    key = heatmap_run(rows)
+    if key is not None:
+        run_dir = Path(results_dir) / key
+        if (run_dir / store.METHOD_STATE).is_file():
+            figures.append(lambda: plots.ldm_plot(run_dir))
+        figures.append(lambda: plots.confusion_plot(run_dir, ("normalised",)))
+    for build in figures:
+        try:
+            plot = build()
+        except BenchError:
+            continue
+        written += [p for p in save_plot(plot, reports_dir) if p.suffix == ".png"]
+    return written

@@ -1,0 +1,363 @@
+"""What `bench run` prints when it ends (the results table with the paired Δ to ce, one line per evaluator, the
+next commands), the sweep's ETA, a shard's relative cost and the demo switch. Tables are built from fabricated run
+folders; the end of a run from real tiny-bert runs."""
+
+from __future__ import annotations
+
+import math
+import re
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+from bench.cli.main import build_parser, is_demo
+from bench.cli.progress import SweepProgress, duration
+from bench.cli.run_options import DEMO_REPORTS, run_options
+from bench.cli.run_summary import next_steps, write_demo_reports
+from bench.evaluators.base import EvalOptions
+from bench.reporting import stats
+from bench.reporting.summary import SUMMARY_RESAMPLES, evaluator_lines, results_table
+from bench.results import store
+from bench.running.walltime import shard_weight
+from bench.spec import RunSpec, TrainConfig
+from conftest import FAST
+from test_report import right, write_run
+
+DELTA = "Δacc vs ce [95% CI]"
+
+
+# ----------------------------------------------------------------------------------------------- the Δ column
+
+@pytest.fixture
+def paired(tmp_path):
+    """mr: ce and cl, seeds 1-2, on the same 20 items (cl better, by a different amount per seed); trec: cl only."""
+    results = tmp_path / "results"
+    write_run(results, "ce", "mr", 1, right(12))
+    write_run(results, "ce", "mr", 2, right(14, start=3))
+    write_run(results, "cl", "mr", 1, right(16, start=5))
+    write_run(results, "cl", "mr", 2, right(17, start=11))
+    write_run(results, "cl", "trec", 1, right(10))
+    rows = [row for run in sorted(results.iterdir()) for row in store.read_json(run / store.ROWS)]
+    predictions = stats.load_run_predictions(results, sorted({r["run_key"] for r in rows}))
+    return rows, predictions
+
+
+def delta_cell(table, dataset: str, method: str) -> str:
+    """The Δ cell of one row of `results_table`."""
+    row = table[(table["dataset"] == dataset) & (table["method"] == method)]
+    assert len(row) == 1
+    return row[DELTA].iloc[0]
+
+
+def test_delta_equals_the_pooled_difference_of_the_prediction_frames_and_its_ci_brackets_it(paired):
+    rows, predictions = paired
+    table = results_table(rows, predictions)
+    by_key = {(k.split("_")[0], k.split("_")[1], int(k.split("_s")[1].split("_")[0])): f for k, f in predictions.items()}
+    differences = [by_key["cl", "mr", s].set_index("id")["correct"].astype(float)
+                   - by_key["ce", "mr", s].set_index("id")["correct"].astype(float) for s in (1, 2)]
+    expected = 100 * float(np.mean(np.concatenate([d.to_numpy() for d in differences])))
+    assert expected == pytest.approx(100 * ((16 + 17) - (12 + 14)) / 40)   # the fixture is what it says
+    cell = delta_cell(table, "mr", "cl")
+    match = re.fullmatch(r"([+-]\d+\.\d\d) \[([+-]\d+\.\d\d), ([+-]\d+\.\d\d)\]", cell)
+    assert match, cell
+    delta, low, high = map(float, match.groups())
+    assert delta == pytest.approx(expected, abs=0.005)
+    assert low < delta < high and high - low < 100   # a real interval around the estimate, in points
+
+
+def test_delta_uses_the_summary_resamples(paired, monkeypatch):
+    """The run summary's bootstrap is the quick one (SUMMARY_RESAMPLES), not the report's."""
+    calls = []
+    real = stats.compare_predictions
+    monkeypatch.setattr(stats, "compare_predictions", lambda a, b, n, **kw: calls.append(n) or real(a, b, n, **kw))
+    results_table(*paired)
+    assert calls and set(calls) == {SUMMARY_RESAMPLES}
+
+
+def test_baseline_row_and_a_method_without_the_baseline_on_its_dataset_show_a_dash(paired):
+    table = results_table(*paired)
+    assert delta_cell(table, "mr", "ce") == "—"
+    assert delta_cell(table, "trec", "cl") == "—"   # no ce on trec
+    assert list(table.columns[-2:]) == [DELTA, "wall_s"]
+
+
+def test_no_predictions_no_delta_column(paired):
+    rows, _ = paired
+    assert DELTA not in results_table(rows, None).columns
+    assert DELTA not in results_table(rows, {}).columns
+    assert list(results_table(rows, None)["accuracy"]) == list(results_table(*paired)["accuracy"])
+
+
+def test_another_baseline_names_its_column(paired):
+    table = results_table(*paired, baseline="cl")
+    assert delta_cell(table.rename(columns={"Δacc vs cl [95% CI]": DELTA}), "mr", "cl") == "—"
+    ce = delta_cell(table.rename(columns={"Δacc vs cl [95% CI]": DELTA}), "mr", "ce")
+    assert ce.startswith(f"{-100 * 7 / 40:+.2f} [")
+
+
+# ----------------------------------------------------------------------------------------------- evaluator lines
+
+def eval_row(evaluator, metric, value, method="ce", dataset="mr", encoder="minilm", eval_hash="h1", **extra):
+    """One evaluator result row as the store keeps it."""
+    return {"evaluator": evaluator, "metric": metric, "value": value, "method": method, "dataset": dataset,
+            "encoder": encoder, "eval_hash": eval_hash, "label": "", "note": "", "test": "", "capability": "",
+            "split": "test", **extra}
+
+
+def test_checklist_line_is_a_percentage_per_method_lower_is_better_from_overall_rows_of_the_first_settings():
+    rows = [eval_row("checklist", "failure_rate", 0.10), eval_row("checklist", "failure_rate", 0.20),
+            eval_row("checklist", "failure_rate", 0.05, method="clld-adaptive"),
+            eval_row("checklist", "failure_rate", 0.90, test="typos"),               # per test: not overall
+            eval_row("checklist", "failure_rate", 0.80, capability="Robustness"),    # per capability
+            eval_row("checklist", "failure_rate", 0.70, label="positive"),           # per label
+            eval_row("checklist", "failure_rate", 0.99, eval_hash="h2")]             # other settings
+    assert evaluator_lines(rows) == ["checklist: CheckList failure rate (lower is better): ce 15.0%, "
+                                     "clld-adaptive 5.0%"]
+
+
+def test_repr_line_is_a_number_higher_is_better_and_clean_rows_are_ignored():
+    rows = [eval_row("repr", "cos_gap", 0.1234), eval_row("repr", "uniformity", -1.5),
+            eval_row("clean", "accuracy", 0.9)]
+    assert evaluator_lines(rows) == ["repr: representation: within- minus across-class cosine (higher is better): "
+                                     "ce 0.123"]
+
+
+def test_a_skipped_evaluator_gives_its_note_and_an_unknown_one_points_to_bench_results():
+    rows = [eval_row("contrast", "skipped", math.nan, note="no contrast set for trec"),
+            eval_row("mystery", "alpha", 1.0), eval_row("mystery", "beta", 2.0),
+            eval_row("repr", "uniformity", -1.5)]   # known, but without its headline metric
+    assert evaluator_lines(rows) == [
+        "contrast: skipped: no contrast set for trec",
+        "mystery: 2 metrics (`bench results --filter evaluator=mystery`)",
+        "repr: 1 metrics (`bench results --filter evaluator=repr`)"]
+
+
+def test_skip_markers_beside_results_are_left_out():
+    rows = [eval_row("contrast", "consistency", 0.5), eval_row("contrast", "skipped", math.nan, method="cl",
+                                                                note="no contrast set")]
+    assert evaluator_lines(rows) == ["contrast: contrast-set consistency (original and contrast right) "
+                                     "(higher is better): ce 50.0%"]
+
+
+def test_two_dataset_encoder_groups_prefix_each_method():
+    rows = [eval_row("textfooler", "attack_success_rate", 0.4),
+            eval_row("textfooler", "attack_success_rate", 0.3, dataset="trec"),
+            eval_row("textfooler", "attack_success_rate", 0.2, dataset="trec", method="cl")]
+    assert evaluator_lines(rows) == ["textfooler: TextFooler attack success rate (lower is better): mr/minilm/ce "
+                                     "40.0%, trec/minilm/ce 30.0%, trec/minilm/cl 20.0%"]
+    repr_rows = [eval_row("repr", "cos_gap", 0.5), eval_row("repr", "cos_gap", 0.25, encoder="tiny-bert")]
+    assert evaluator_lines(repr_rows) == ["repr: representation: within- minus across-class cosine (higher is "
+                                          "better): mr/minilm/ce 0.500, mr/tiny-bert/ce 0.250"]
+
+
+def test_no_evaluator_rows_no_lines():
+    assert evaluator_lines([]) == []
+    assert evaluator_lines([eval_row("clean", "accuracy", 0.9)]) == []
+
+
+# ----------------------------------------------------------------------------------------------- shard weights
+
+SIZES = {"train": 90, "validation": 30, "test": 60}
+
+
+def spec(method: str, epochs: int = 3, **knobs) -> RunSpec:
+    return RunSpec(method, "d", "e", 1, "f", TrainConfig(epochs=epochs), tuple(sorted(knobs.items())))
+
+
+def test_shard_weight_counts_passes_epochs_validations_and_the_test_split():
+    assert shard_weight(spec("ce"), SIZES) == 3 * (90 + 30 / 3) + 60 / 3
+    assert shard_weight(spec("cl"), SIZES) == 3 * (2 * 90 + 30 / 3) + 60 / 3
+    assert shard_weight(spec("ce", epochs=1), SIZES) == 90 + 10 + 20
+
+
+def test_clld_adaptive_weighs_more_than_ce_on_the_same_data():
+    adaptive = shard_weight(spec("clld-adaptive", evals_per_epoch=10), SIZES)
+    assert adaptive == 3 * (2 * 90 + 10 * 30 / 3) + 60 / 3
+    assert adaptive > shard_weight(spec("ce"), SIZES)
+
+
+def test_an_unknown_method_counts_one_pass():
+    assert shard_weight(spec("mystery"), SIZES) == shard_weight(spec("ce"), SIZES)
+
+
+# ----------------------------------------------------------------------------------------------- sweep progress
+
+class Clock:
+    """A clock the test moves by hand."""
+
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def shard(method: str, **knobs):
+    """A planned shard as SweepProgress sees it: a spec and data with train/validation/test splits (SIZES)."""
+    data = SimpleNamespace(**{split: [None] * n for split, n in SIZES.items()})
+    return SimpleNamespace(spec=spec(method, **knobs), data=data)
+
+
+def test_duration_formats_seconds_minutes_and_hours():
+    assert [duration(s) for s in (0, 45, 59.4, 185, 3599, 3720, 7322)] == ["0s", "45s", "59s", "3m05s", "59m59s",
+                                                                           "1h02m", "2h02m"]
+    assert duration(-3) == "0s"
+
+
+def test_no_eta_before_a_shard_trained_then_elapsed_per_weight_times_what_is_left():
+    clock = Clock()
+    shards = [shard("ce"), shard("cl"), shard("clld-adaptive", evals_per_epoch=10)]
+    weights = [shard_weight(s.spec, SIZES) for s in shards]
+    progress = SweepProgress(shards, clock=clock)
+    assert progress.eta() is None
+    clock.now += 64
+    text = progress.shard_ended(shards[0].spec.key, trained=True)
+    expected = 64 / weights[0] * (weights[1] + weights[2])
+    assert progress.eta() == pytest.approx(expected)
+    assert text == f"ETA {duration(expected)}"
+    clock.now += 100
+    progress.shard_ended(shards[1].spec.key, trained=True)
+    assert progress.eta() == pytest.approx(164 / (weights[0] + weights[1]) * weights[2])
+    clock.now += 50
+    assert progress.shard_ended(shards[2].spec.key, trained=True) == ""   # the last one: nothing left
+    assert progress.eta() == 0
+
+
+def test_a_skipped_shard_is_not_counted_as_speed():
+    clock = Clock()
+    shards = [shard("ce"), shard("cl"), shard("clld-adaptive", evals_per_epoch=10)]
+    weights = [shard_weight(s.spec, SIZES) for s in shards]
+    progress = SweepProgress(shards, clock=clock)
+    clock.now += 1
+    assert progress.shard_ended(shards[0].spec.key, trained=False) == ""   # finished already, skipped
+    assert progress.eta() is None
+    clock.now += 99
+    progress.shard_ended(shards[1].spec.key, trained=True)
+    assert progress.eta() == pytest.approx(100 / weights[1] * weights[2])
+
+
+def test_no_bar_when_stderr_is_not_a_terminal(capsys):
+    progress = SweepProgress([shard("ce")], bar=True)
+    assert progress.bar is None
+    progress.write("[1/1] done")
+    progress.close()
+    assert capsys.readouterr().err == "[1/1] done\n"
+
+
+def test_a_bar_on_a_terminal_only_when_asked_for(monkeypatch):
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: True)
+    assert SweepProgress([shard("ce")], bar=False).bar is None
+    assert SweepProgress([], bar=True).bar is None
+    progress = SweepProgress([shard("ce"), shard("cl")], bar=True)
+    assert progress.bar is not None and progress.bar.total == 2
+    progress.shard_ended(shard("ce").spec.key, trained=True)
+    assert progress.bar.n == 1
+    progress.close()
+
+
+# ----------------------------------------------------------------------------------------------- the demo switch
+
+@pytest.mark.parametrize("argv", [["run"], ["run", "--debug"], ["--debug", "run"], ["run", "--no-progress"],
+                                  ["run", "--debug", "--no-progress"]])
+def test_bench_run_alone_is_the_demo(argv):
+    assert is_demo(argv)
+
+
+@pytest.mark.parametrize("argv", [["run", "--methods", "ce"], ["run", "--results-dir", "x"], ["list", "methods"],
+                                  [], ["--debug"], ["status"], ["run", "--seeds", "1"]])
+def test_any_other_arguments_are_not_the_demo(argv):
+    assert not is_demo(argv)
+
+
+def test_main_hands_the_demo_switch_to_the_command(monkeypatch):
+    from bench.cli import main as cli_main
+
+    seen = {}
+
+    def fake_run(args) -> int:
+        seen[tuple(args.methods or ())] = args.demo
+        return 0
+
+    monkeypatch.setitem(cli_main.COMMANDS, "run", fake_run)
+    monkeypatch.setattr(cli_main, "configure_logging", lambda **kw: None)
+    assert cli_main.main(["run", "--no-progress"]) == 0
+    assert cli_main.main(["run", "--methods", "ce"]) == 0
+    assert seen == {(): True, ("ce",): False}
+
+
+def test_the_demo_writes_reports_and_perturbs_fewer_checklist_texts():
+    args = build_parser().parse_args(["run"])
+    args.demo = True
+    demo = run_options(args)
+    assert demo.reports_dir == Path("reports") == DEMO_REPORTS
+    assert demo.request.options.checklist_n == 100
+    args.demo = False
+    plain = run_options(args)
+    assert plain.reports_dir is None
+    assert plain.request.options.checklist_n == EvalOptions().checklist_n != 100
+    assert (demo.methods, demo.datasets, demo.encoders) == (plain.methods, plain.datasets, plain.encoders)
+
+
+def test_without_the_demo_switch_checklist_n_comes_from_the_flag_and_no_reports_are_written():
+    """A namespace without `demo` (any caller but `main`) is not the demo."""
+    args = build_parser().parse_args(["run", "--checklist-n", "7"])
+    assert run_options(args).request.options.checklist_n == 7
+    assert run_options(args).reports_dir is None
+
+
+# ----------------------------------------------------------------------------------------------- the end of a run
+
+def test_a_local_run_ends_with_the_paired_table_and_the_next_commands(cli, tiny, results):
+    code, out, err = cli("run", "--methods", "ce,cl", "--datasets", tiny, *FAST, "--results-dir", results)
+    assert code == 0, err
+    header = out.splitlines()[0]
+    assert DELTA in header and header.split()[-1] == "wall_s"
+    ce_row = next(line for line in out.splitlines()[1:] if re.search(r"\bce\b", line))
+    cl_row = next(line for line in out.splitlines()[1:] if re.search(r"\bcl\b", line))
+    assert "—" in ce_row and re.search(r"[+-]\d+\.\d\d( \[[+-]\d+\.\d\d, [+-]\d+\.\d\d\])?", cl_row)
+    keys = sorted(p.name for p in results.iterdir() if p.is_dir() and not p.name.startswith("."))
+    assert len(keys) == 2
+    for i, key in enumerate(sorted(keys), 1):
+        assert re.search(rf"^\[{i}/2\] done +{re.escape(key)} ", err, re.M)
+    assert f"bench: results in {results} (2 run(s)); next:" in err
+    assert f"bench report --results-dir {results} --html" in err
+    assert f"bench report --results-dir {results} --table compare" in err
+    assert f"bench results --results-dir {results}" in err
+    assert f"bench plot confusion {keys[0]} --results-dir {results}" in err
+    assert "bench plot ldm" not in err   # no clld run
+    assert "bench: reports:" not in err   # not the demo
+
+    code, out, err = cli("run", "--methods", "cl", "--datasets", tiny, *FAST, "--results-dir", results)
+    assert code == 0, err
+    assert "Δacc" not in out and re.search(r"\bcl\b", out)   # no ce in this sweep: no paired column
+    assert "next:" in err and "bench report" in err
+
+
+def test_write_demo_reports_says_where_the_reports_are(cli, tiny, results, tmp_path, capsys):
+    assert cli("run", "--methods", "ce", "--datasets", tiny, *FAST, "--results-dir", results)[0] == 0
+    rows = [row for run in results.iterdir() if run.is_dir() and not run.name.startswith(".") for row in store.run_rows(run)]
+    written = write_demo_reports(rows, results, tmp_path / "reports")
+    err = capsys.readouterr().err
+    assert written and all(p.is_file() for p in written)
+    assert f"bench: reports: {', '.join(str(p) for p in written)}" in err
+    blocked = tmp_path / "a-file"
+    blocked.write_text("")
+    assert write_demo_reports(rows, results, blocked / "reports") == []
+    assert "bench: no reports written:" in capsys.readouterr().err
+
+
+def test_next_steps_name_the_results_folder_unless_it_is_the_default(monkeypatch, tmp_path):
+    keys = ["ce_d_e_s1_x", "clld-adaptive_d_e_s1_y"]
+    elsewhere = next_steps(SimpleNamespace(results_dir=tmp_path / "r"), keys)
+    assert all(f" --results-dir {tmp_path / 'r'}" in step for step in elsewhere)
+    assert any(step.startswith("bench plot ldm clld-adaptive_d_e_s1_y ") for step in elsewhere)
+    assert any(step.startswith("bench plot confusion ce_d_e_s1_x ") for step in elsewhere)
+    monkeypatch.chdir(tmp_path)
+    for default in (Path("results").resolve(), Path("results")):
+        steps = next_steps(SimpleNamespace(results_dir=default), keys[:1])
+        assert not any("--results-dir" in step for step in steps)
+        assert not any("plot ldm" in step for step in steps)
+        assert steps[0].startswith("bench results ")
