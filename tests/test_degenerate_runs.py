@@ -69,9 +69,9 @@ def test_a_collapsed_model_is_flagged_in_every_row_with_a_warning(cli, tiny, res
     assert code == 0 and "warning:" not in err and all(r["collapsed"] == 0 for r in rows)
 
 
-def test_reports_name_the_collapsed_runs_they_average(cli, tiny, results):
+def test_reports_name_the_collapsed_runs_they_average(cli, tiny, results, tmp_path):
     assert cli("run", "--datasets", tiny, *FAST, "--results-dir", results)[0] == 0  # collapses (see above)
-    code, out, err = cli("report", "--results-dir", results)
+    code, out, err = cli("report", "--results-dir", results, "--reports-dir", tmp_path / "reports")
     assert code == 0 and "1 collapsed run(s)" in err and "--filter collapsed=0" in err
     code, _, err = cli("report", "--results-dir", results, "--filter", "collapsed=0")
     assert code == 2 and "matches no rows" in err
