@@ -169,7 +169,7 @@ def wordnet_check() -> Check:
             if (folder / "corpora" / name).exists():
                 return Check("wordnet", OK, f"WordNet 3.0 from nltk data ({folder / 'corpora' / name})")
     debian = wordnet.debian_dir()
-    if all((debian / name).is_file() for name in wordnet.REQUIRED_FILES):
+    if wordnet.has_dict_files(debian):
         return debian_wordnet_check(debian, wordnet.cache_root())
     found = nltk_wordnet()
     if found:

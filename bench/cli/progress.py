@@ -25,13 +25,12 @@ class SweepProgress:
     def __init__(self, shards: list[Any], bar: bool = True, clock: Any = time.monotonic) -> None:
         from bench.running.walltime import shard_weight
 
-        self.weights = {s.spec.key: shard_weight(s.spec, {"train": len(s.data.train), "test": len(s.data.test),
-                                                         "validation": len(s.data.validation)})
-                        for s in shards}
+        self.left = {s.spec.key: shard_weight(s.spec, {"train": len(s.data.train), "test": len(s.data.test),
+                                                      "validation": len(s.data.validation)})
+                     for s in shards}  # the weights of the shards not ended yet
         self.clock = clock
         self.started = clock()
         self.done_weight = 0.0  # of shards that trained here (finished ones skipped at once do not count)
-        self.left = dict(self.weights)
         self.bar = None
         if bar and shards and sys.stderr.isatty():
             from tqdm.auto import tqdm

@@ -8,17 +8,15 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from bench.results.store import DEFAULT_RESULTS
 from bench.running.options import RunOptions
-
-
 
 
 def print_results(rows: list[dict[str, Any]], evaluation_rows: list[dict[str, Any]], results_dir: Path) -> None:
     """The results table on stdout, then one line per evaluator."""
+    from bench.errors import BenchError
     from bench.reporting import stats
     from bench.reporting.summary import BASELINE, evaluator_lines, results_table
-
-    from bench.errors import BenchError
 
     predictions = None
     if any(r["method"] == BASELINE for r in rows):  # the paired Δ needs every run's test predictions
@@ -51,8 +49,8 @@ def write_demo_reports(rows: list[dict[str, Any]], results_dir: Path, reports_di
 
 def next_steps(opts: RunOptions, keys: list[str]) -> list[str]:
     """The commands worth running next on these results, each with what it gives."""
-    folder = "" if opts.results_dir == Path("results").resolve() or str(opts.results_dir) == "results" \
-        else f" --results-dir {opts.results_dir}"
+    default = Path(opts.results_dir).resolve() == Path(DEFAULT_RESULTS).resolve()  # ./results
+    folder = "" if default else f" --results-dir {opts.results_dir}"
     steps = [f"bench results{folder}                      every result row (filter, export CSV/Parquet)",
              f"bench report{folder} --table compare       paired comparison with CIs and q-values",
              f"bench report{folder} --html                one self-contained page to share"]

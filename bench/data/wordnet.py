@@ -65,7 +65,7 @@ def load_wordnet() -> Any:
     reader = _nltk_data_reader()
     if reader is not None:
         return reader
-    if not _has_dict_files(debian_dir()):
+    if not has_dict_files(debian_dir()):
         raise BenchError(INSTALL_HINT)
     return _debian_reader(debian_dir(), cache_root())
 
@@ -86,7 +86,7 @@ def _nltk_data_reader() -> Any | None:
     return wordnet
 
 
-def _has_dict_files(folder: Path) -> bool:
+def has_dict_files(folder: Path) -> bool:
     """Whether folder holds the WordNet dict files nltk needs."""
     return all((folder / name).is_file() for name in REQUIRED_FILES)
 

@@ -38,6 +38,16 @@ def mean_std(values: pd.Series) -> str:
 DETAIL_COLUMNS = ("test", "capability")  # per-test / per-capability evaluator rows; the summary shows overall rows
 
 
+def overall_evaluator_rows(frame: pd.DataFrame) -> pd.DataFrame:
+    """The evaluator rows that summarise a whole evaluation: no clean rows, no skip markers, no per-label,
+    per-test or per-capability rows."""
+    keep = (frame["evaluator"] != "clean") & (frame["metric"] != "skipped") & (frame["label"].fillna("") == "")
+    for column in DETAIL_COLUMNS:
+        if column in frame:
+            keep &= frame[column].fillna("") == ""
+    return frame[keep]
+
+
 def evaluation_table(rows: list[dict[str, Any]]) -> pd.DataFrame:
     """Per dataset x encoder x method x evaluator settings x metric: seeds and value (mean ± std over seeds).
 
@@ -45,11 +55,7 @@ def evaluation_table(rows: list[dict[str, Any]]) -> pd.DataFrame:
     frame = pd.DataFrame(rows)
     if frame.empty:
         return frame
-    keep = (frame["evaluator"] != "clean") & (frame["metric"] != "skipped") & (frame["label"].fillna("") == "")
-    for column in DETAIL_COLUMNS:
-        if column in frame:
-            keep &= frame[column].fillna("") == ""
-    frame = frame[keep]
+    frame = overall_evaluator_rows(frame)
     out = []
     group_keys = [*KEYS, "evaluator", "eval_hash", "split", "metric"]  # never average different settings
     for keys, group in frame.groupby(group_keys, sort=True):
@@ -77,13 +83,12 @@ def results_table(rows: list[dict[str, Any]], predictions: dict[str, pd.DataFram
     """`summary_table` plus, where `baseline` ran on the same dataset and encoder and `predictions` (run key ->
     `stats.load_predictions` frame) are given, the paired test-accuracy difference to it in points with a
     95% bootstrap interval over the shared test items (pooled over paired seeds)."""
+    from bench.reporting.tables import clean_accuracy
+
     table = summary_table(rows)
     if table.empty or not predictions:
         return table
-    clean = pd.DataFrame(rows)
-    clean = clean[(clean["evaluator"] == "clean") & (clean["split"] == "test") & (clean["metric"] == "accuracy")
-                  & (clean["label"] == "")]
-    runs = clean.groupby([*KEYS, "seed"])["run_key"].first().to_dict()
+    runs = clean_accuracy(pd.DataFrame(rows)).groupby([*KEYS, "seed"])["run_key"].first().to_dict()
     column = []
     for _, row in table.iterrows():
         column.append(paired_delta(runs, predictions, row["dataset"], row["encoder"], row["method"], baseline))
@@ -125,10 +130,7 @@ def evaluator_lines(rows: list[dict[str, Any]]) -> list[str]:
             lines.append(f"{evaluator}: skipped: {str(skipped['note'].iloc[0]) if 'note' in skipped else ''}".rstrip())
             continue
         metric, what, percent, lower = HEADLINES.get(evaluator, (None, evaluator, False, False))
-        overall = group[(group["metric"] != "skipped") & (group["label"].fillna("") == "")]
-        for detail in DETAIL_COLUMNS:
-            if detail in overall:
-                overall = overall[overall[detail].fillna("") == ""]
+        overall = overall_evaluator_rows(group)
         if metric is None or metric not in set(overall["metric"]):
             lines.append(f"{evaluator}: {overall['metric'].nunique()} metrics (`bench results --filter "
                          f"evaluator={evaluator}`)")
@@ -136,9 +138,8 @@ def evaluator_lines(rows: list[dict[str, Any]]) -> list[str]:
         chosen = overall[(overall["metric"] == metric) & (overall["eval_hash"] == overall["eval_hash"].iloc[0])]
         means = chosen.groupby(["dataset", "encoder", "method"])["value"].mean()
         several = means.index.droplevel("method").nunique() > 1
-        parts = [f"{(d + '/' + e + '/') if several else ''}{m} "
-                 f"{100 * v:.1f}%" if percent else f"{(d + '/' + e + '/') if several else ''}{m} {v:.3f}"
-                 for (d, e, m), v in means.items()]
+        parts = [f"{d}/{e}/{m}" if several else m for d, e, m in means.index]
+        parts = [f"{name} {100 * v:.1f}%" if percent else f"{name} {v:.3f}" for name, v in zip(parts, means)]
         better = "lower" if lower else "higher"
         lines.append(f"{evaluator}: {what} ({better} is better): {', '.join(parts)}")
     return lines

@@ -14,9 +14,9 @@ from bench.results import store
 def heatmap_run(rows: list[dict[str, Any]]) -> str | None:
     """The run whose heatmaps are drawn: the first seed of a clld run (its label distances), else of the most
     accurate method."""
-    frame = pd.DataFrame(rows)
-    clean = frame[(frame["evaluator"] == "clean") & (frame["split"] == "test") & (frame["metric"] == "accuracy")
-                  & (frame["label"] == "")]
+    from bench.reporting.tables import clean_accuracy
+
+    clean = clean_accuracy(pd.DataFrame(rows))
     if clean.empty:
         return None
     clld = clean[clean["method"].str.startswith("clld")].sort_values(["method", "seed"])
