@@ -129,10 +129,12 @@ def fake_shard(seed, method="ce"):
 
 def test_slurm_job_reproduces_a_local_run(cli, tiny, tmp_path, fake_slurm, one_thread):
     local, cluster = tmp_path / "local", tmp_path / "cluster"
-    assert cli("run", "--methods", "ce", "--datasets", tiny, "--seeds", "1,2", *ONE_EPOCH,
+    # both on the CPU (the local run and the submitted jobs, run below in this process): their rows are compared
+    assert cli("run", "--methods", "ce", "--datasets", tiny, "--seeds", "1,2", *ONE_EPOCH, "--device", "cpu",
                "--results-dir", local)[0] == 0
     started = time.perf_counter()
     code, out, err = cli("run", "--methods", "ce", "--datasets", tiny, "--seeds", "1,2", *ONE_EPOCH,
+                         "--device", "cpu",
                          "--results-dir", cluster, "--executor", "slurm", "--partition", "gpu", "--time-min", "30",
                          "--sbatch", "account=proj")
     assert code == 0, err

@@ -160,7 +160,8 @@ def test_bench_run_compile_trains_records_how_and_matches_eager(tiny, tmp_path, 
     import json
 
     common = ["run", "--methods", "ce", "--datasets", tiny, "--encoder", "tiny-bert", "--epochs", "1",
-              "--batch-size", "8", "--lr", "1e-3", "--no-progress", "--evaluators", "none"]
+              "--batch-size", "8", "--lr", "1e-3", "--no-progress", "--evaluators", "none",
+              "--device", "cpu"]  # both runs on the CPU: compared with each other, and the CPU's default buckets
     assert cli(*common, "--results-dir", tmp_path / "eager")[0] == 0
     code, out, err = cli(*common, "--results-dir", tmp_path / "compiled", "--compile")
     assert code == 0, err

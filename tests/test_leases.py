@@ -164,6 +164,7 @@ class Runners(LineServer):
         self.launches += 1
         log = self.folder / f"launch-{self.launches}.log"
         argv = ["run", "--methods", methods, "--datasets", str(self.data), "--seeds", seeds, *FAST,
+                "--device", "cpu",  # tables are compared with the reference's: CPU training is reproducible
                 "--results-dir", str(results), *extra]
         self.send({"argv": argv, "env": self.env(**hooks), "log": str(log)})
         pid = int(self.readline())

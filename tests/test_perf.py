@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 
 import numpy as np
 import pytest
@@ -17,7 +18,7 @@ from bench.encoders.models import build_encoder
 from bench.errors import BenchError
 from bench.perf import gemm_tflops, main as perf_main, peak_tflops, throughput, training_flops
 from bench.spec import RunSpec, TrainConfig
-from bench.running.walltime import makespan, shard_cost
+from bench.running.walltime import makespan, shard_cost, step_time_seconds
 
 
 def test_training_flops_counts_weights_and_attention():
@@ -61,6 +62,19 @@ def test_shard_cost_counts_passes_validations_and_the_test_pass():
         shard_cost(RunSpec("mystery", "d", "e", 1, "f", cfg, ()), flops)
 
 
+def test_step_times_count_batches_validations_and_the_test_pass():
+    sizes = {"train": 250, "validation": 30, "test": 61}   # 8, 1 and 2 batches of 32
+    steps = {"ce": 0.3, "clld-adaptive": 0.6}
+    cfg = TrainConfig(epochs=4, batch_size=32)
+    epoch, total = step_time_seconds(RunSpec("ce", "d", "e", 1, "f", cfg, ()), sizes, steps)
+    assert epoch == pytest.approx(8 * 0.3 + 1 * 0.1) and total == pytest.approx(4 * epoch + 2 * 0.1)
+    adaptive = RunSpec("clld-adaptive", "d", "e", 1, "f", cfg, (("evals_per_epoch", 10),))
+    epoch, total = step_time_seconds(adaptive, sizes, steps, epochs=2)   # validations forward only, at ce's third
+    assert epoch == pytest.approx(8 * 0.6 + 10 * 0.1) and total == pytest.approx(2 * epoch + 2 * 0.1)
+    with pytest.raises(BenchError, match="add supcon=MS to --step-ms"):
+        step_time_seconds(RunSpec("supcon", "d", "e", 1, "f", cfg, ()), sizes, steps)
+
+
 def test_estimate_counts_the_real_data_and_sets_measured_runs_beside(tiny, tmp_path, cli, capsys):
     config = tmp_path / "sweep.yaml"
     config.write_text(f"methods: [ce, cl]\ndatasets: [{tiny}]\nseeds: 1-2\nencoder: tiny-bert\nepochs: 2\n"
@@ -78,6 +92,24 @@ def test_estimate_counts_the_real_data_and_sets_measured_runs_beside(tiny, tmp_p
     measured = [r for r in report["per_shard"] if r["measured_epoch_s"] is not None]
     assert len(measured) == 1 and measured[0]["key"] == ce["key"]   # the run key matches `bench run`'s
     assert report["calibration"]["runs_compared"] == 1
+
+
+def test_estimate_from_step_times_uses_the_sweeps_batches_and_method_names(tiny, tmp_path, capsys):
+    config = tmp_path / "sweep.yaml"
+    config.write_text(f"methods: [ce, clld]\ndatasets: [{tiny}]\nencoder: tiny-bert\nepochs: 3\nbatch_size: 8\n")
+    assert perf_main(["estimate", "--config", str(config), "--step-ms", "ce=3000,clld=6000", "--devices", "1"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    ce, clld = report["per_shard"]
+    sizes = report["datasets"]["tiny/tiny-bert"]
+    batches = {split: math.ceil(sizes[f"{split}_texts"] / 8) for split in ("train", "validation", "test")}
+    epoch = batches["train"] * 3 + batches["validation"] * 1   # validation forward only: a third of a ce step
+    assert ce["expected_epoch_s"] == epoch and ce["expected_s"] == 3 * epoch + batches["test"] * 1
+    assert clld["expected_epoch_s"] == batches["train"] * 6 + 10 * batches["validation"] * 1   # 10 validations
+    assert report["step_seconds"] == {"ce": 3.0, "clld-adaptive": 6.0} and report["achieved_tflops"] is None
+    assert "upper bound" in report["rate_from"]
+    for bad, message in (("ce=fast", "METHOD=MILLISECONDS"), ("ce=30", "add clld-adaptive=MS")):
+        assert perf_main(["estimate", "--config", str(config), "--step-ms", bad]) == 2
+        assert message in capsys.readouterr().err
 
 
 def test_estimate_needs_a_rate_and_known_gpu_names(capsys):
@@ -136,7 +168,7 @@ def test_stdout_carries_only_the_report_whatever_a_benchmark_prints(monkeypatch,
         return {"benchmark": "noisy"}
 
     monkeypatch.setitem(perf.COMMANDS, "overhead", noisy)
-    assert perf_main(["overhead"]) == 0
+    assert perf_main(["overhead", "--device", "cpu"]) == 0  # the CPU's device name below, GPU visible or not
     out, err = capfd.readouterr()
     assert json.loads(out) == {"benchmark": "noisy", "device_name": perf.device_name("cpu")}
     for line in ("{'train_runtime': 0.1}", "native library output", "a child process"):
@@ -170,9 +202,9 @@ def test_python_m_bench_perf_runs_the_command_line():
 
 def test_prepare_sets_a_model_up_as_a_real_shard(monkeypatch):
     calls = []
-    real_seed = perf_common.seed_everything
-    monkeypatch.setattr(perf_common, "seed_everything", lambda seed, deterministic=True: (
-        calls.append(deterministic), real_seed(seed, deterministic=True)))
+    real_kernels = perf_common.deterministic_kernels
+    monkeypatch.setattr(perf_common, "deterministic_kernels",
+                        lambda device, strict=False: calls.append(real_kernels(device, strict)))
     args = argparse.Namespace(dataset="demo", data_dir=None, encoder="tiny-bert", batch_size=4, max_length=32,
                               steps=1, device="cpu", precision="fp32", compile_backend="eager")
     plain = perf.prepare(args)
@@ -182,6 +214,7 @@ def test_prepare_sets_a_model_up_as_a_real_shard(monkeypatch):
     assert perf.prepare(args, bucket=8).trainer.bucket == 8
     args.device = "meta"  # any device but a CPU: no deterministic kernels (as shards on a GPU)
     perf.prepare(args)
+    real_kernels(torch.device("cpu"))  # leave the process as a CPU shard would
     assert calls == [True, True, True, False]
 
 
@@ -205,7 +238,8 @@ def test_short_texts_compares_the_old_loop_with_the_new_on_the_same_sequences(ti
         return real_optimizer(self, fused=fused)
 
     monkeypatch.setattr(Trainer, "optimizer", optimizer)
-    report, err = run_perf(capsys, "short-texts", "--datasets", tiny, *TINY, "--batch-size", "8", "--steps", "2")
+    report, err = run_perf(capsys, "short-texts", "--datasets", tiny, *TINY, "--batch-size", "8", "--steps", "2",
+                           "--device", "cpu")  # the CPU's device and default bucket are asserted below
     assert asked == [None, None]  # old and new: the device's default AdamW (fused on a GPU), no credit for fusing
     assert "fused on a GPU" in report["old"] and "non-fused" not in report["old"]
     assert report["benchmark"] == "short-texts" and report["device"] == "cpu" and "CPU" in report["device_name"]
@@ -218,7 +252,9 @@ def test_short_texts_compares_the_old_loop_with_the_new_on_the_same_sequences(ti
 
 
 def test_report_measures_both_batch_sizes_and_gpu_targets_do_not_apply_on_a_cpu(tiny, capsys):
-    report, _ = run_perf(capsys, "report", "--dataset", tiny, *TINY, "--steps", "1", "--quiet")
+    report, progress = run_perf(capsys, "report", "--dataset", tiny, *TINY, "--steps", "1", "--device", "cpu")
+    for size in (32, 128):  # a long report says on stderr what it measures as it goes
+        assert f"[perf report] batch size {size}: ce and clld throughput" in progress
     assert report["batch_sizes"] == [32, 128] and set(report["per_batch_size"]) == {"32", "128"}
     for size, entry in report["per_batch_size"].items():
         assert entry["throughput"]["batch_size"] == int(size)

@@ -28,6 +28,10 @@ pytestmark = pytest.mark.slurm
 ONE_EPOCH = [*FAST, "--epochs", "1"]
 SLOW = ["--encoder", "tiny-bert", "--lr", "1e-3", "--batch-size", "16", "--max-length", "32", "--no-progress",
         "--evaluators", "none", "--no-save-model"]
+# The array tasks run on this machine's SLURM node with its environment, GPU included (the local cluster has no
+# GRES): tests that compare a task's rows with a local run's, or that need a shard to be still training when they
+# requeue, cancel or race it (timed for one CPU thread), pin every run to the CPU.
+CPU = ["--device", "cpu"]
 
 
 @pytest.fixture(scope="module")
@@ -87,7 +91,7 @@ def test_an_array_runs_to_the_table_of_a_local_run(cli, tiny, tmp_path, cluster,
     """Four real shards as one array, one task at a time (%1): `bench status` sees pending and running, then
     done; `--wait` ends with the table; the rows equal a local run's; SLURM never ran two tasks at once."""
     results, local = tmp_path / "cluster", tmp_path / "local"
-    base = ["run", "--methods", "ce,cl", "--datasets", tiny, "--seeds", "1,2", *ONE_EPOCH]
+    base = ["run", "--methods", "ce,cl", "--datasets", tiny, "--seeds", "1,2", *ONE_EPOCH, *CPU]
     code, out, err = cli(*base, "--results-dir", results, "--executor", "slurm", "--array-parallelism", "1",
                          "--time-min", "10")
     assert code == 0, err
@@ -127,7 +131,7 @@ def test_a_requeued_task_resumes_from_its_checkpoint(cli, tmp_path, cluster, hur
     last epoch checkpoint and ends with the rows of an uninterrupted run."""
     data = slow_dataset(tmp_path / "slow", 4000)
     results, local = tmp_path / "cluster", tmp_path / "local"
-    base = ["run", "--methods", "ce", "--datasets", data, "--epochs", "8", "--patience", "8", *SLOW]
+    base = ["run", "--methods", "ce", "--datasets", data, "--epochs", "8", "--patience", "8", *SLOW, *CPU]
     code, out, err = cli(*base, "--results-dir", results, "--executor", "slurm", "--time-min", "10")
     assert code == 0, err
     (key,) = record(results)["shards"]
@@ -152,8 +156,8 @@ def test_a_task_at_its_time_limit_is_requeued_and_resumes(cli, tmp_path, cluster
     # slurmctld checks time limits about every 30 s, so the warning comes 15 to 45 s into a 1-minute slot; on a
     # busy machine a short slot adds only an epoch or two (start-up takes ~12 s): allow many time-outs.
     code, out, err = cli("run", "--methods", "ce", "--datasets", data, "--epochs", "50", "--patience", "50", *SLOW,
-                         "--results-dir", results, "--executor", "slurm", "--time-min", "1", "--max-timeouts", "40",
-                         "--wait")
+                         *CPU, "--results-dir", results, "--executor", "slurm", "--time-min", "1",
+                         "--max-timeouts", "40", "--wait")
     assert code == 0, err
     (key,) = record(results)["shards"]
     job = record(results)["shards"][key]["job_id"]
@@ -170,7 +174,7 @@ def test_a_cancelled_array_is_finished_by_a_resumed_submission(cli, tiny, tmp_pa
     slow = slow_dataset(tmp_path / "slow", 4000)
     results = tmp_path / "cluster"
     base = ["run", "--methods", "ce", "--datasets", f"{tiny},{slow}", "--epochs", "6", "--patience", "6", *SLOW,
-            "--results-dir", results, "--executor", "slurm"]
+            *CPU, "--results-dir", results, "--executor", "slurm"]
     code, out, err = cli(*base, "--array-parallelism", "1", "--time-min", "10")
     assert code == 0, err
     first = record(results)
@@ -194,7 +198,7 @@ def test_a_local_run_beside_the_array_leaves_its_shards_alone(cli, tmp_path, clu
     """A local `bench run` of a shard an array task is training reports it held and trains nothing."""
     data = slow_dataset(tmp_path / "slow", 4000)
     results = tmp_path / "cluster"
-    base = ["run", "--methods", "ce", "--datasets", data, "--epochs", "6", "--patience", "6", *SLOW,
+    base = ["run", "--methods", "ce", "--datasets", data, "--epochs", "6", "--patience", "6", *SLOW, *CPU,
             "--results-dir", results]
     assert cli(*base, "--executor", "slurm", "--time-min", "10")[0] == 0
     (key,) = record(results)["shards"]

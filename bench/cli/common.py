@@ -111,8 +111,13 @@ def request_fields(args: argparse.Namespace, file_run: dict[str, Any], data_dir:
     bucket = file_run.get("length_bucket") if bucket is None else bucket
     if bucket is not None and (isinstance(bucket, bool) or not isinstance(bucket, int) or bucket < 0):
         raise BenchError(f"--length-bucket must be a whole number >= 0 (0: no bucketing), got {bucket!r}")
+    deterministic = getattr(args, "deterministic", None)
+    deterministic = file_run.get("deterministic", False) if deterministic is None else deterministic
+    if not isinstance(deterministic, bool):
+        raise BenchError(f"deterministic: expected true or false, got {deterministic!r}")
     return {"evaluators": tuple(evaluator_names(names, evaluators)), "options": eval_options(args, file_run, data_dir),
-            "save_model": save, "explicit": names is not None, "compile": compiled, "length_bucket": bucket}
+            "save_model": save, "explicit": names is not None, "compile": compiled, "length_bucket": bucket,
+            "deterministic": deterministic}
 
 
 def shard_request(args: argparse.Namespace, file_run: dict[str, Any], data_dir: str | None) -> Any:

@@ -80,6 +80,10 @@ def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
     run.add_argument("--length-bucket", type=int, default=None, metavar="N",
                      help="pad each batch to a multiple of N tokens (0: to its longest example; default: 16 with "
                           "--compile, 8 on a GPU, 0 on a CPU; not in the run key)")
+    run.add_argument("--deterministic", action="store_true", default=None,
+                     help="bit-reproducible training on any device: deterministic algorithms (an operation without "
+                          "one fails the shard), attention on the math kernel; slower on a GPU; a CPU is "
+                          "deterministic without it; recorded in each row, not in the run key")
     run.add_argument("--no-save-model", dest="save_model", action="store_false", default=None,
                      help="do not keep the trained weights (model.pt); `bench evaluate` then cannot score the run")
     run.add_argument("--executor", choices=["local", "slurm"], default=None,

@@ -63,18 +63,21 @@ def check_folders(args: argparse.Namespace, file_run: dict[str, Any]) -> None:
                          "<name>/train.jsonl and test.jsonl (or .jsonl.gz/.csv/.tsv)")
 
 
-def run_options(args: argparse.Namespace) -> RunOptions:
+def run_options(args: argparse.Namespace, check_encoders: bool = True) -> RunOptions:
     """What `bench run` should do: built-in defaults < config file < command-line flags < --set.
 
     Everything that can be checked without torch is checked first (`checked_run_options`), so that a mistake
-    fails in a second; only then is the shard request built, which imports torch and transformers."""
-    opts, request = checked_run_options(args)
+    fails in a second; only then is the shard request built, which imports torch and transformers.
+    `check_encoders=False` leaves out the check that each encoder can be loaded (`bench.perf estimate` counts
+    with a stand-in of the same shape)."""
+    opts, request = checked_run_options(args, check_encoders)
     from bench.running.shard import ShardRequest  # torch, transformers and sklearn from here on
 
     return dataclasses.replace(opts, request=ShardRequest(**request))
 
 
-def checked_run_options(args: argparse.Namespace) -> tuple[RunOptions, dict[str, Any]]:
+def checked_run_options(args: argparse.Namespace, check_encoders: bool = True
+                        ) -> tuple[RunOptions, dict[str, Any]]:
     """`run_options` without the shard request, whose fields come second: every option checked, and every
     name, knob and setting as far as that needs no torch (see `check_plan`); imports no torch."""
     from bench.catalog import registry
@@ -134,11 +137,11 @@ def checked_run_options(args: argparse.Namespace) -> tuple[RunOptions, dict[str,
         progress=not getattr(args, "no_progress", False),
         reports_dir=DEMO_REPORTS if demo else None,
     )
-    check_plan(opts)
+    check_plan(opts, check_encoders)
     return opts, request
 
 
-def check_plan(opts: RunOptions) -> None:
+def check_plan(opts: RunOptions, check_encoders: bool = True) -> None:
     """The checks of `bench.running.runner.plan` that need no torch, in its order, with its messages: method names,
     encoders, training settings, dataset names. plan() makes them all again, and those that need the real
     classes (knob values, checked by each method's Config; evaluator options against each dataset; the data
@@ -156,7 +159,7 @@ def check_plan(opts: RunOptions) -> None:
             pass  # the Config needs its module: plan() checks it with the real class
 
     encoders = registry("encoder")
-    for encoder in opts.encoders:
+    for encoder in opts.encoders if check_encoders else ():
         check_encoder_source(encoder, encoders)  # a Hub id is asked about later, by plan()
     TrainConfig(**opts.overrides)  # e.g. --epochs 0 (plan adds each dataset card's defaults)
     for dataset in opts.datasets:

@@ -163,6 +163,10 @@ def build_parser() -> Parser:
     estimating.add_argument("--config", default=None, help="the sweep's YAML config")
     estimating.add_argument("--tflops", type=float, default=None,
                             help="achieved training TFLOP/s (from `throughput`); or give --peak-tflops and --mfu")
+    estimating.add_argument("--step-ms", default=None, metavar="METHOD=MS,...",
+                            help="measured optimiser-step times per method at the sweep's batch size (from "
+                                 "`report`), e.g. ce=89,clld=102: the estimate counts batches instead of FLOPs "
+                                 "(an upper bound for texts shorter than the measured length)")
     estimating.add_argument("--gpu", default=None, help=f"take --peak-tflops from the bf16 table: "
                                                         f"{', '.join(PEAK_BF16_TFLOPS)}")
     estimating.add_argument("--mfu", type=float, default=0.4, help="assumed MFU with --peak-tflops / --gpu")

@@ -29,7 +29,7 @@ from bench.data.loading import TextData, load_dataset
 from bench.encoders.models import EncoderBundle, build_encoder
 from bench.registry import METHODS
 from bench.spec import TrainConfig
-from bench.training.trainer import Trainer, seed_everything
+from bench.training.trainer import Trainer, deterministic_kernels, seed_everything
 from bench.methods.base import Method, PrepareContext
 
 
@@ -100,7 +100,8 @@ def prepare(args: argparse.Namespace, method: str = "ce", bucket: int | None = N
         bucket = auto_bucket(device.type, compile)
     cfg = TrainConfig(batch_size=args.batch_size, max_length=args.max_length, lr=5e-5, precision=args.precision)
     data = load_dataset(args.dataset, args.data_dir)
-    seed_everything(0, deterministic=device.type == "cpu")
+    seed_everything(0)
+    deterministic_kernels(device)
     bundle = build_encoder(args.encoder, data.train.texts, cfg)
     n = min(len(data.train), args.steps * args.batch_size)
     encoded = Encoded(bundle.tokenize(data.train.texts[:n]), data.train.labels[:n])

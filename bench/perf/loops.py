@@ -23,7 +23,7 @@ from bench.perf.common import (build_method, constant_schedule, prepare, rotated
                                timed, trainer_epoch)
 from bench.registry import METHODS
 from bench.spec import TrainConfig
-from bench.training.trainer import Trainer, seed_everything
+from bench.training.trainer import Trainer, deterministic_kernels, seed_everything
 from bench.running.walltime import INHERENT_PASSES
 
 
@@ -99,7 +99,8 @@ def methods_step(args: argparse.Namespace) -> dict:
     index = np.arange(min(args.batch_size, len(data.train)))
     trainers, batches = {}, {}
     for name in names:
-        seed_everything(0, deterministic=device.type == "cpu")
+        seed_everything(0)
+        deterministic_kernels(device)
         bundle = build_encoder(args.encoder, data.train.texts, cfg)
         method = build_method(name, bundle, data, data.train.texts, bucket, cfg.max_length)
         if args.compile:

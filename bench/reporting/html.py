@@ -30,7 +30,7 @@ from bench.results import store
 TITLE = "clbench results report"
 PROVENANCE = ("run_key", "method", "dataset", "encoder", "seed", "config_hash", "method_version",
               "data_fingerprint", "clbench_version", "git_commit", "torch_version", "transformers_version",
-              "python_version", "device", "host", "slurm_job", "finished_at", "best_epoch", "epochs_run",
+              "python_version", "device", "deterministic", "host", "slurm_job", "finished_at", "best_epoch", "epochs_run",
               "wall_seconds", "collapsed")
 AT_A_GLANCE = (("clbench_version", "clbench"), ("git_commit", "commits"), ("device", "devices"))
 

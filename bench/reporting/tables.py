@@ -42,6 +42,7 @@ NOT_SETTINGS = {"run_key", "method", "dataset", "encoder", "seed", "evaluator", 
                 "best_epoch", "epochs_run", "wall_seconds", "train_seconds", "clbench_version", "git_commit",
                 "torch_version", "transformers_version", "python_version", "device", "host", "slurm_job", "finished_at",
                 "eval_hash", "eval_seconds", "cpu_threads", "collapsed", "compiled", "length_bucket",
+                "deterministic",
                 "build_seconds", "prepare_seconds", "tokenize_seconds", "test_seconds"}
 
 

@@ -31,7 +31,7 @@ from bench.running.provenance import provenance
 from bench.registry import METHODS
 from bench.spec import RunSpec
 from bench.training.token_cache import tokenize_cached
-from bench.training.trainer import Trainer, resolve_device, seed_everything
+from bench.training.trainer import Trainer, deterministic_kernels, resolve_device, seed_everything
 from bench.methods.base import PrepareContext
 
 log = logging.getLogger(__name__)
@@ -67,6 +67,7 @@ class ShardRequest:
     explicit: bool = True  # evaluators named by the user (False: the default, every evaluator that fits)
     compile: bool = False  # torch.compile the encoder (speed only: not part of the run key)
     length_bucket: int | None = None  # batch widths rounded up to a multiple of this; None: `auto_bucket`
+    deterministic: bool = False  # strict deterministic kernels on any device (`deterministic_kernels`; not in the key)
 
 
 def run_shard(spec: RunSpec, data: TextData, results_dir: Path, device: str = "auto",
@@ -110,7 +111,7 @@ def run_shard(spec: RunSpec, data: TextData, results_dir: Path, device: str = "a
                 except BenchError as exc:
                     return fail(run_dir, spec, str(exc), "", started)
                 except Exception as exc:  # a bug or an environment problem: keep the traceback with the run
-                    return fail(run_dir, spec, f"{exc.__class__.__name__}: {exc}", traceback.format_exc(), started)
+                    return fail(run_dir, spec, failure_reason(exc, request), traceback.format_exc(), started)
                 outcome = ShardOutcome(spec.key, "done", warning, seconds=time.perf_counter() - started,
                                        rows=rows, evaluations=evaluations)
     except lease.LeaseLost as exc:  # stalled past the lease timeout: another runner has the shard now
@@ -164,6 +165,16 @@ def evaluate_finished(spec: RunSpec, data: TextData, run_dir: Path, device_name:
                         explicit=request.explicit)
 
 
+def failure_reason(exc: Exception, request: ShardRequest) -> str:
+    """The one-line reason a shard failed with an unexpected exception; under --deterministic an operation that
+    has no deterministic implementation on this device says how to run anyway."""
+    reason = f"{exc.__class__.__name__}: {exc}"
+    if request.deterministic and "deterministic implementation" in str(exc):
+        reason = ("--deterministic: an operation this run needs has no deterministic implementation on this "
+                  "device; run without --deterministic (the rows then record deterministic=0). " + reason)
+    return reason
+
+
 def fail(run_dir: Path, spec: RunSpec, reason: str, trace: str, started: float) -> ShardOutcome:
     """Record a failed shard in `error.json` (no result rows) and report it."""
     store.write_json(run_dir / store.ERROR, {"key": spec.key, "reason": reason, "traceback": trace,
@@ -183,7 +194,8 @@ def train_and_evaluate(spec: RunSpec, data: TextData, run_dir: Path, device_name
         "split_ids": {s: ids_digest(getattr(data, s).ids) for s in ("train", "validation", "test")},
     })
     device = resolve_device(device_name)
-    seed_everything(spec.seed, deterministic=device.type == "cpu")
+    seed_everything(spec.seed)
+    deterministic = deterministic_kernels(device, strict=request.deterministic)
     bucket = request.length_bucket if request.length_bucket is not None else auto_bucket(device.type, request.compile)
     phases: dict[str, float] = {}  # the fixed cost of a shard, besides training: seconds per phase
     clock = time.perf_counter()
@@ -227,7 +239,7 @@ def train_and_evaluate(spec: RunSpec, data: TextData, run_dir: Path, device_name
         "history": fit.history, "best_epoch": fit.best_epoch, "best_val_accuracy": fit.best_val_accuracy,
         "resumed_from_epoch": fit.resumed_from_epoch, "stopped_early": fit.stopped_early,
         "encoder": bundle.info, "phases": {k: round(v, 3) for k, v in phases.items()},
-        "compiled": compiled, "length_bucket": bucket, "collapsed": collapsed})
+        "compiled": compiled, "length_bucket": bucket, "deterministic": deterministic, "collapsed": collapsed})
     if fit.method_state:
         store.write_json(run_dir / store.METHOD_STATE, fit.method_state)
 
@@ -240,6 +252,7 @@ def train_and_evaluate(spec: RunSpec, data: TextData, run_dir: Path, device_name
             **{k: round(v, 2) for k, v in phases.items()},  # this process's fixed costs (build, tokenise, test)
             "collapsed": int(bool(collapsed)),  # 1: the model predicts one class whatever the input
             "compiled": compiled, "length_bucket": bucket,  # speed settings: not in the run key, recorded here
+            "deterministic": int(deterministic),  # 1: deterministic kernels (a CPU, or --deterministic)
             **provenance(device), "finished_at": datetime.now(timezone.utc).isoformat()}
     rows = [{**base, "split": "test", **record, **meta}
             for record in classification_records(data.test.labels, predicted, names)]

@@ -11,6 +11,7 @@ Against finished runs (`--results-dir`), the estimate is set beside the measured
 from __future__ import annotations
 
 import heapq
+import math
 import statistics
 from dataclasses import dataclass
 from pathlib import Path
@@ -79,6 +80,21 @@ def shard_cost(spec: RunSpec, flops: dict[str, float], epochs: int | None = None
     epoch = INHERENT_PASSES[spec.method] * flops["train"] + validations_per_epoch(knobs) * flops["validation"] / 3
     return ShardCost(spec.key, spec.method, spec.dataset, spec.seed, epochs, epoch,
                      epochs * epoch + flops["test"] / 3)
+
+
+def step_time_seconds(spec: RunSpec, sizes: dict[str, int], step_seconds: dict[str, float],
+                      epochs: int | None = None) -> tuple[float, float]:
+    """A shard's (epoch, total) seconds from measured optimiser-step times (`step_seconds[method]`: one batch of
+    the shard's batch size at the length they were measured at): its training batches at its method's step
+    time, its validation and test batches forward only at a third of ce's. Every batch counts as full-length,
+    so for texts shorter than the measured length this is an upper bound. `sizes`: examples per split."""
+    if spec.method not in step_seconds:
+        raise BenchError(f"no measured step time for method {spec.method!r}: add {spec.method}=MS to --step-ms")
+    batches = {split: math.ceil(n / spec.train.batch_size) for split, n in sizes.items()}
+    forward = step_seconds.get("ce", step_seconds[spec.method]) / 3
+    epoch = (batches["train"] * step_seconds[spec.method]
+             + validations_per_epoch(dict(spec.method_config)) * batches["validation"] * forward)
+    return epoch, (epochs or spec.train.epochs) * epoch + batches["test"] * forward
 
 
 def makespan(seconds: list[float], devices: int) -> float:

@@ -1,5 +1,5 @@
 """The one training loop: AdamW, linear warm-up/decay, clipping, early stopping on validation accuracy,
-per-epoch checkpoints for resume, mixed precision, deterministic seeding."""
+per-epoch checkpoints for resume, mixed precision, seeding and the choice of deterministic kernels."""
 
 from __future__ import annotations
 
@@ -41,14 +41,31 @@ def out_of_memory_as_error(batch_size: int, max_length: int):
         raise
 
 
-def seed_everything(seed: int, deterministic: bool = True) -> None:
-    """Seed Python, NumPy and torch (all devices); `deterministic` also asks torch for deterministic kernels
-    (on by default: identical results for identical seeds on CPU; GPU runs may switch it off for speed)."""
+def seed_everything(seed: int) -> None:
+    """Seed Python, NumPy and torch (all devices)."""
     random.seed(seed)
     np.random.seed(seed % 2**32)
     torch.manual_seed(seed)
-    os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
-    torch.use_deterministic_algorithms(deterministic, warn_only=True)
+
+
+def deterministic_kernels(device: torch.device, strict: bool = False) -> bool:
+    """Choose this process's kernels for training on `device`; returns whether they are deterministic (recorded
+    in every result row). `strict` (`bench run --deterministic`): deterministic algorithms on any device (an op
+    without a deterministic implementation raises instead of running), attention on the plain math kernel
+    (flash, memory-efficient and cuDNN attention are not bit-reproducible on a GPU) and a fixed cuBLAS
+    workspace; cuDNN's autotuner is off whenever the kernels are deterministic. Otherwise deterministic algorithms on a CPU (warnings only), and on a GPU the
+    fastest kernels. Every call sets every switch, so shards run one after another in a process do not
+    inherit each other's choice."""
+    os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")  # read when cuBLAS starts; needed by strict mode
+    on = strict or device.type == "cpu"
+    torch.use_deterministic_algorithms(on, warn_only=not strict)
+    if on:
+        torch.backends.cudnn.benchmark = False  # the autotuner may pick a different algorithm each run
+    for enable in (torch.backends.cuda.enable_flash_sdp, torch.backends.cuda.enable_mem_efficient_sdp,
+                   torch.backends.cuda.enable_cudnn_sdp):
+        enable(not strict)
+    torch.backends.cuda.enable_math_sdp(True)
+    return on
 
 
 def resolve_device(requested: str = "auto") -> torch.device:
