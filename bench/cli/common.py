@@ -18,11 +18,23 @@ EVAL_HELP = {
     "attack_source": "textfooler transfer: run key whose adversarial examples are used",
     "attack_backend": "textfooler: builtin | textattack (cross-check; pip install textattack)",
     "attack_data": "textfooler: file or folder of texts to attack instead of the test split",
-    "word_vectors": "textfooler: counter-fitted vectors file (word v1 .. vd); default GloVe-6B-50d",
+    "word_vectors": "textfooler's synonym space: counter-fitted (GloVe 6B-50d counter-fitted with the shipped "
+                    "PPDB/WordNet constraints, built once and cached), glove (plain GloVe 6B-50d), or a vectors "
+                    "file (word v1 .. vd per line)",
     "contrast_set": "contrast: folder or name of a contrast set (default: the dataset card's)",
     "contrast_split": "contrast: split of the contrast set",
+    "contrast_kinds": "contrast: extra row kinds as ROLE=KIND,... with ROLE original or contrast, e.g. "
+                      "original=seed,contrast=cad (added to the defaults: original/orig/source/factual and "
+                      "contrast/counterfactual/cf/edited/revised/perturbed/rev)",
     "checklist_suite": "checklist: JSON Lines suite file (default: built-in generators)",
     "checklist_n": "checklist: test texts perturbed by the built-in generators",
+    "checklist_inv_tolerance": "checklist: an INV flip still passes when P(original label) moves by at most this "
+                               "(CheckList's suite: 0.1)",
+    "checklist_dir_tolerance": "checklist: the most a DIR score may drop (CheckList's suite: 0.1)",
+    "checklist_dir_score": "checklist: DIR score: side (P of the expected labels) | margin (expected side minus "
+                           "opposite side, CheckList's suite) | monotonic (side; cases that cannot fail not scored)",
+    "checklist_neutral_band": "checklist: LOW,HIGH: score a binary sentiment model as 3-class, neutral when "
+                              "LOW < P(positive) < HIGH (CheckList's tutorial: 1/3,2/3; empty: no band)",
     "tsne": "repr: also store 2-D t-SNE coordinates of a test sample",
     "tsne_n": "repr: examples in the t-SNE sample",
     "data_dir": "",
@@ -75,6 +87,7 @@ def eval_options(args: argparse.Namespace, file_run: dict[str, Any], data_dir: s
     """Evaluator options: EvalOptions defaults < config file < command-line flags."""
     from bench.attack.examples import require_source
     from bench.evaluators.base import EvalOptions
+    from bench.evaluators.contrast_kinds import check_kinds as check_contrast_kinds
     from bench.evaluators.textfooler import check_options as check_attack_options
     from bench.cli.settings import coerce
 
@@ -88,6 +101,7 @@ def eval_options(args: argparse.Namespace, file_run: dict[str, Any], data_dir: s
     values["data_dir"] = str(data_dir or os.environ.get("BENCH_DATA_DIR") or "")
     options = EvalOptions(**values)
     check_attack_options(options)  # even when textfooler is not among the evaluators: a typo is an error
+    check_contrast_kinds(options.contrast_kinds)  # likewise for contrast
     if options.attack_mode == "transfer":
         require_source(options.attack_source)
     for name in ("attack_n", "checklist_n", "tsne_n"):

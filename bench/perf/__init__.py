@@ -16,6 +16,7 @@ One module per job:
     estimate     estimate: a sweep's expected wall time from a measured or assumed rate
     slurm        slurm: submission time and requeue overhead on a real cluster (and the real-cluster tests' helpers)
     demo         demo: `bench run` with no arguments (a new user's first command) against its 3-minute budget
+    vectors      vectors: counter-fitting GloVe for TextFooler, timed, and SimLex-999 before and after
 
 The names of those modules (and `training_flops` of bench.running.walltime) are importable from `bench.perf` itself; they
 are imported on first use, so `import bench.perf` loads neither a benchmark nor torch.
@@ -45,6 +46,7 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
     "bench.perf.estimate": ("run_estimate",),
     "bench.perf.slurm": ("slurm_bench", "slow_dataset", "cluster_problem", "hurry_requeued", "task_spans",
                          "restarts"),
+    "bench.perf.vectors": ("vectors_bench",),
     "bench.running.walltime": ("training_flops", "INHERENT_PASSES"),
 }
 _HOME = {name: module for module, names in _EXPORTS.items() for name in names}

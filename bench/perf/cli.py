@@ -13,6 +13,7 @@
     python -m bench.perf estimate --config configs/clld-table2.yaml ...      # expected wall time of a sweep
     python -m bench.perf slurm --slurm-shards 30                             # submission and requeue costs
     python -m bench.perf demo                                                # `bench run` alone vs its 3 minutes
+    python -m bench.perf vectors                                             # counter-fitting GloVe, SimLex-999
 
 Rounds alternate between the variants so that machine noise hits both alike; the medians are compared.
 Models are set up as a real shard sets them up: deterministic kernels on a CPU only, the Trainer's length bucket
@@ -42,6 +43,7 @@ from bench.perf.hf_baseline import hf_trainer
 from bench.perf.loops import methods_step, overhead, padding
 from bench.perf.mfu import report, throughput
 from bench.perf.slurm import slurm_bench
+from bench.perf.vectors import vectors_bench
 from bench.registry import METHODS
 from bench.running.walltime import INHERENT_PASSES
 
@@ -52,7 +54,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], dict]] = {
     "overhead": overhead, "padding": padding, "methods": methods_step, "hf-trainer": hf_trainer,
     "throughput": throughput, "report": report, "short-texts": short_texts, "shards": shards,
     "shard-cost": shard_cost, "compile": compile_bench, "estimate": run_estimate, "slurm": slurm_bench,
-    "demo": demo}
+    "demo": demo, "vectors": vectors_bench}
 
 
 class UsageError(Exception):
