@@ -220,3 +220,9 @@ def test_the_vectors_benchmark_reports_the_build_and_simlex_of_both_spaces(monke
     assert set(report["simlex999"]) == {"glove_all_words", "glove", "counter-fitted", "paper_glove_300d"}
     assert report["build_seconds"] >= 0 and report["cached_read_seconds"] >= 0
     assert set(report["neighbours"]["good"]) == {"glove", "counter-fitted"}
+
+
+def test_a_new_version_of_the_procedure_is_a_new_build(monkeypatch):
+    before = counterfit.build_identity("glove-6b-50d", CounterFitConfig())
+    monkeypatch.setattr(counterfit, "VERSION", counterfit.VERSION + 1)
+    assert counterfit.build_identity("glove-6b-50d", CounterFitConfig()) != before

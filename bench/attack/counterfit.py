@@ -32,6 +32,7 @@ SYNONYM_FILES = ("ppdb_synonyms.txt.gz",)
 ANTONYM_FILES = ("ppdb_antonyms.txt.gz", "wordnet_antonyms.txt.gz")
 VOCABULARY_FILE = "vocabulary.txt.gz"
 SIMLEX_FILE = "SimLex-999.txt.gz"
+VERSION = 2  # of the procedure: a change that alters the vectors bumps it, so cached builds are not reused
 NEIGHBOUR_CHUNK = 1024  # rows per matrix product when finding original neighbours (~300 MB at 72k words)
 
 
@@ -222,8 +223,9 @@ def cache_folder() -> Path:
 
 def build_identity(source: str, config: CounterFitConfig, folder: Path = CONSTRAINTS) -> str:
     """A short digest of everything the built vectors depend on: the source vectors' name, the constraint files
-    and vocabulary, and the configuration."""
-    digest = hashlib.sha256(json.dumps({"source": source, "config": asdict(config)}, sort_keys=True).encode())
+    and vocabulary, the configuration and the procedure's VERSION."""
+    digest = hashlib.sha256(json.dumps({"source": source, "config": asdict(config), "version": VERSION},
+                                       sort_keys=True).encode())
     for name in (*SYNONYM_FILES, *ANTONYM_FILES, VOCABULARY_FILE):
         digest.update((folder / name).read_bytes())
     return digest.hexdigest()[:12]
