@@ -49,6 +49,15 @@ def write_jsonl(path: Path, rows: list[dict]) -> Path:
     return path
 
 
+def write_sentiment_set(folder: Path) -> None:
+    """A tiny two-class sentiment dataset (30 train texts, 10 test texts) in folder."""
+    texts = {"positive": ["a good film", "great acting", "good fun", "a great story", "good and great"],
+             "negative": ["a bad film", "awful acting", "bad fun", "an awful story", "bad and awful"]}
+    train = [{"text": t, "label": l} for l, ts in texts.items() for t in ts] * 3
+    write_jsonl(folder / "train.jsonl", train)
+    write_jsonl(folder / "test.jsonl", train[:10])
+
+
 def evaluate_and_store(evaluator, ctx) -> list[dict]:
     """Run an evaluator directly and have the store write its artefacts into ctx.run_dir, as the runner does;
     returns its rows."""

@@ -17,7 +17,7 @@ from bench.evaluators.contrast import ContrastSets, read_groups, read_pairs
 from bench.evaluators.contrast_kinds import DEFAULT_KINDS, canonical_kinds, kind_map, parse_kinds
 from bench.evaluators.scripted import KeywordClassifier
 from bench.running.evaluation import evaluation_path
-from conftest import FAST, write_jsonl
+from conftest import FAST, write_jsonl, write_sentiment_set
 
 SENTIMENT = ["negative", "positive"]
 KEYWORDS = {"positive": {"good", "great"}, "negative": {"bad", "awful"}}
@@ -199,11 +199,7 @@ def test_settings_hash_follows_the_mapping_and_keeps_the_default(tmp_path):
 
 def test_contrast_kinds_through_the_cli(cli, tmp_path, results):
     folder = tmp_path / "senti"
-    texts = {"positive": ["a good film", "great acting", "good fun", "a great story", "good and great"],
-             "negative": ["a bad film", "awful acting", "bad fun", "an awful story", "bad and awful"]}
-    train = [{"text": t, "label": l} for l, ts in texts.items() for t in ts] * 3
-    write_jsonl(folder / "train.jsonl", train)
-    write_jsonl(folder / "test.jsonl", train[:10])
+    write_sentiment_set(folder)
     rows = groups_rows()
     for r in rows:  # the set's own kinds: seed (original) and cad (edited)
         r["kind"] = "seed" if r["id"].endswith("-0") else "cad"

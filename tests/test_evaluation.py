@@ -21,7 +21,7 @@ from bench.evaluators.contrast import ContrastSets, read_pairs
 from bench.evaluators.representation import Representation, alignment, class_pair_stats, normalise, uniformity
 from bench.evaluators.scripted import FunctionClassifier, KeywordClassifier
 from bench.spec import RunSpec
-from conftest import FAST, FIXTURE, evaluate_and_store, write_jsonl
+from conftest import FAST, FIXTURE, evaluate_and_store, write_jsonl, write_sentiment_set
 
 SENTIMENT = ["negative", "positive"]
 KEYWORDS = {"positive": {"good", "great"}, "negative": {"bad", "awful"}}
@@ -203,11 +203,7 @@ def test_evaluator_names():
 
 def test_run_with_evaluators_then_evaluate_without_retraining(cli, tmp_path, results, monkeypatch):
     folder = tmp_path / "senti"
-    texts = {"positive": ["a good film", "great acting", "good fun", "a great story", "good and great"],
-             "negative": ["a bad film", "awful acting", "bad fun", "an awful story", "bad and awful"]}
-    train = [{"text": t, "label": l} for l, ts in texts.items() for t in ts] * 3
-    write_jsonl(folder / "train.jsonl", train)
-    write_jsonl(folder / "test.jsonl", train[:10])
+    write_sentiment_set(folder)
     write_jsonl(tmp_path / "cs" / "test.jsonl", contrast_rows())
     args = [a for a in FAST if a not in ("--evaluators", "none")]
     code, out, err = cli("run", "--methods", "ce", "--datasets", folder, *args, "--evaluators", "repr")
