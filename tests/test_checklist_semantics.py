@@ -317,3 +317,10 @@ def test_knobs_from_the_command_line_and_a_config_file():
             options.checklist_dir_tolerance) == (0.1, "margin", "1/3,2/3", 0.0)
     assert isinstance(options.checklist_dir_tolerance, float)
     assert semantics(options) == Semantics(0.1, 0.0, "margin", BAND)
+
+
+def test_a_bad_knob_stops_bench_run_even_without_checklist(cli, tiny, results):
+    code, _, err = cli("run", "--methods", "ce", "--datasets", tiny, "--encoder", "tiny-bert", "--evaluators",
+                       "none", "--checklist-dir-score", "sides", "--results-dir", results)
+    assert code == 2 and "unknown checklist_dir_score 'sides'" in err and len(err.strip().splitlines()) == 1
+    assert not results.exists()

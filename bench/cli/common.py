@@ -87,6 +87,7 @@ def eval_options(args: argparse.Namespace, file_run: dict[str, Any], data_dir: s
     """Evaluator options: EvalOptions defaults < config file < command-line flags."""
     from bench.attack.examples import require_source
     from bench.evaluators.base import EvalOptions
+    from bench.evaluators.checklist_semantics import semantics as checklist_semantics
     from bench.evaluators.contrast_kinds import check_kinds as check_contrast_kinds
     from bench.evaluators.textfooler import check_options as check_attack_options
     from bench.cli.settings import coerce
@@ -102,6 +103,7 @@ def eval_options(args: argparse.Namespace, file_run: dict[str, Any], data_dir: s
     options = EvalOptions(**values)
     check_attack_options(options)  # even when textfooler is not among the evaluators: a typo is an error
     check_contrast_kinds(options.contrast_kinds)  # likewise for contrast
+    checklist_semantics(options)  # and for checklist's scoring options
     if options.attack_mode == "transfer":
         require_source(options.attack_source)
     for name in ("attack_n", "checklist_n", "tsne_n"):
