@@ -90,3 +90,18 @@ def test_local_model_folder_loads(tmp_path):
     word_tokenizer(vocab).save_pretrained(tmp_path)
     bundle = build_encoder(str(tmp_path), TEXTS, TrainConfig(pooling="pooler"))
     assert forward(bundle, ["the team won"]).pooled.shape == (1, 16)
+
+
+@pytest.mark.parametrize("stored", ["float16", "bfloat16"])
+def test_a_half_precision_checkpoint_trains_with_fp32_weights(tmp_path, stored):
+    import torch
+    from transformers import BertConfig, BertModel
+
+    from bench.encoders.vocab import build_vocab, word_tokenizer
+
+    vocab = build_vocab(TEXTS)
+    BertModel(BertConfig(vocab_size=len(vocab), hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
+                         intermediate_size=32)).to(getattr(torch, stored)).save_pretrained(tmp_path)
+    word_tokenizer(vocab).save_pretrained(tmp_path)
+    bundle = build_encoder(str(tmp_path), TEXTS, TrainConfig())
+    assert {p.dtype for p in bundle.model.parameters()} == {torch.float32}

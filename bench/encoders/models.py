@@ -156,7 +156,10 @@ def hf_tokenize_words(tokenizer: Any, max_length: int
 
 
 def load_pretrained(name_or_path: str, cfg: TrainConfig, label: str) -> EncoderBundle:
-    """Tokenizer and AutoModel from a Hub id or a local folder."""
+    """Tokenizer and AutoModel from a Hub id or a local folder, the weights in fp32 whatever the checkpoint
+    holds (transformers 5 otherwise keeps an fp16 / bf16 checkpoint's dtype, and training would update
+    half-precision weights; autocast decides the compute precision)."""
+    import torch
     from transformers import AutoModel, AutoTokenizer
 
     check_encoder(name_or_path)
@@ -164,7 +167,7 @@ def load_pretrained(name_or_path: str, cfg: TrainConfig, label: str) -> EncoderB
     source = str(local) if local.is_dir() else name_or_path
     try:
         tokenizer = AutoTokenizer.from_pretrained(source)
-        model = AutoModel.from_pretrained(source)
+        model = AutoModel.from_pretrained(source, dtype=torch.float32)
     except (OSError, ValueError) as exc:
         reason = str(exc).splitlines()[0][:200]
         raise BenchError(f"cannot load encoder {name_or_path!r}: {reason}") from exc
