@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import os
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -137,8 +138,22 @@ def checked_run_options(args: argparse.Namespace, check_encoders: bool = True
         progress=not getattr(args, "no_progress", False),
         reports_dir=DEMO_REPORTS if demo else None,
     )
+    check_set_targets(args.assignments, opts.methods, registry("method"))
     check_plan(opts, check_encoders)
     return opts, request
+
+
+def check_set_targets(assignments: list[str], methods: list[str], registry: Any) -> None:
+    """Warn (one line on stderr each) about a `--set METHOD.KNOB=VALUE` on the command line whose method is not
+    among this run's methods: it has no effect (a typo in --methods, or a script that passes every knob to every
+    run). Unknown methods are left to `split_settings`, which has already refused them."""
+    running = {registry.canonical(m) for m in methods if m in registry}
+    for text in assignments:
+        key = text.split("=", 1)[0].strip()
+        method = key.split(".", 1)[0]
+        if "." in key and method in registry and registry.canonical(method) not in running:
+            print(f"bench: note: --set {text} has no effect: {method} is not among the methods of this run "
+                  f"({', '.join(methods)})", file=sys.stderr)
 
 
 def check_plan(opts: RunOptions, check_encoders: bool = True) -> None:
