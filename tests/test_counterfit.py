@@ -161,8 +161,8 @@ def test_built_once_then_read_from_the_cache_until_an_input_changes(constraint_f
     assert words == WORDS[:-1] and vectors.shape == (6, 6) and len(calls) == 1
     again_words, again = counter_fitted("toy", WORDS, matrix, folder=constraint_folder, cache=cache)
     assert again_words == words and np.array_equal(again, vectors) and len(calls) == 1
-    assert [p.name for p in cache.iterdir()] == [f"toy-counter-fitted-"
-                                                 f"{counterfit.build_identity('toy', CounterFitConfig(), constraint_folder)}.npz"]
+    identity = counterfit.build_identity("toy", CounterFitConfig(), constraint_folder)
+    assert [p.name for p in cache.iterdir()] == [f"toy-counter-fitted-{identity}.npz"]
     write_gz(constraint_folder / "ppdb_antonyms.txt.gz", ["good bad", "great bad"])
     counter_fitted("toy", WORDS, matrix, folder=constraint_folder, cache=cache)
     counter_fitted("toy", WORDS, matrix, CounterFitConfig(steps=3), folder=constraint_folder, cache=cache)

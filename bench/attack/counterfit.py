@@ -17,20 +17,22 @@ applies them to the packaged GloVe 6B-50d once and caches the result.
 from __future__ import annotations
 
 import functools
-import gzip
 import hashlib
 import json
-import os
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Iterable
 
 import numpy as np
 
+from bench.data.files import read_text, user_cache_dir
+from bench.results.store import atomic_path
+
 CONSTRAINTS = Path(__file__).resolve().parent / "constraints"
 SYNONYM_FILES = ("ppdb_synonyms.txt.gz",)
 ANTONYM_FILES = ("ppdb_antonyms.txt.gz", "wordnet_antonyms.txt.gz")
 VOCABULARY_FILE = "vocabulary.txt.gz"
+DEFAULT_SOURCE = "glove-6b-50d"  # the vectors the attack counter-fits (bench.attack.wordvectors loads them)
 SIMLEX_FILE = "SimLex-999.txt.gz"
 VERSION = 2  # of the procedure: a change that alters the vectors bumps it, so cached builds are not reused
 NEIGHBOUR_CHUNK = 1024  # rows per matrix product when finding original neighbours (~300 MB at 72k words)
@@ -60,9 +62,7 @@ class Constraints:
 
 def read_lines(path: Path) -> list[str]:
     """The non-empty lines of a text file, gzipped or not."""
-    opener = gzip.open if path.name.endswith(".gz") else open
-    with opener(path, "rt", encoding="utf-8") as handle:
-        return [line.rstrip("\n") for line in handle if line.strip()]
+    return [line for line in read_text(path).splitlines() if line.strip()]
 
 
 def read_pairs(paths: Iterable[Path]) -> tuple[tuple[str, str], ...]:
@@ -85,6 +85,12 @@ def shipped_constraints(folder: Path = CONSTRAINTS) -> Constraints:
 def shipped_vocabulary(folder: Path = CONSTRAINTS) -> set[str]:
     """The words of the published counter-fitted vectors."""
     return {line.strip().lower() for line in read_lines(folder / VOCABULARY_FILE)}
+
+
+def vocabulary_rows(words: list[str], folder: Path = CONSTRAINTS) -> list[int]:
+    """Indices of the `words` (in their order) that the shipped vocabulary holds: the words counter-fitted."""
+    vocabulary = shipped_vocabulary(folder)
+    return [i for i, w in enumerate(words) if w.lower() in vocabulary]
 
 
 def unit_rows(matrix: np.ndarray) -> np.ndarray:
@@ -122,27 +128,39 @@ def distances(vectors, pairs):
     return 1.0 - torch.nn.functional.cosine_similarity(vectors[pairs[:, 0]], vectors[pairs[:, 1]], dim=1)
 
 
+def hinges(vectors, synonyms, antonyms, neighbours, original, config: CounterFitConfig) -> dict:
+    """Each pair's hinge t(.) of the three terms at `vectors` (torch tensors; pairs as (n, 2) index tensors),
+    unweighted: a pair is active, pulls or pushes, exactly where its hinge is positive."""
+    import torch
+
+    return {"antonym_repel": torch.relu(config.delta - distances(vectors, antonyms)),
+            "synonym_attract": torch.relu(distances(vectors, synonyms) - config.gamma),
+            "vector_space": torch.relu(distances(vectors, neighbours) - original)}
+
+
+WEIGHTS = {"antonym_repel": "k1", "synonym_attract": "k2", "vector_space": "k3"}
+
+
+def weighted_terms(per_pair: dict, config: CounterFitConfig) -> dict:
+    """The three terms of the objective from each pair's hinge (`hinges`): k times the sum."""
+    return {name: getattr(config, WEIGHTS[name]) * hinge.sum() for name, hinge in per_pair.items()}
+
+
 def objective_terms(vectors, synonyms, antonyms, neighbours, original, config: CounterFitConfig) -> dict:
     """The three terms of the objective at `vectors` (torch tensors; pairs as (n, 2) index tensors)."""
+    return weighted_terms(hinges(vectors, synonyms, antonyms, neighbours, original, config), config)
+
+
+def active_terms_per_word(per_pair: dict, synonyms, antonyms, neighbours, size: int):
+    """How many terms with a positive hinge (`per_pair`, as `hinges` gives them) touch each of `size` words, at
+    least 1: a word's step is the mean of its terms' gradients rather than their sum, so words in many pairs do
+    not take huge steps (as in the authors' implementation)."""
     import torch
 
-    return {"antonym_repel": config.k1 * torch.relu(config.delta - distances(vectors, antonyms)).sum(),
-            "synonym_attract": config.k2 * torch.relu(distances(vectors, synonyms) - config.gamma).sum(),
-            "vector_space": config.k3 * torch.relu(distances(vectors, neighbours) - original).sum()}
-
-
-def active_terms_per_word(vectors, synonyms, antonyms, neighbours, original, config: CounterFitConfig):
-    """How many terms with a non-zero hinge touch each word (at least 1): a word's step is the mean of its
-    terms' gradients rather than their sum, so words in many pairs do not take huge steps (as in the authors'
-    implementation)."""
-    import torch
-
-    active = [antonyms[distances(vectors, antonyms) < config.delta],
-              synonyms[distances(vectors, synonyms) > config.gamma],
-              neighbours[distances(vectors, neighbours) > original]]
-    counts = torch.zeros(len(vectors), dtype=vectors.dtype)
-    for pairs in active:
-        counts += torch.bincount(pairs.reshape(-1), minlength=len(vectors)).to(vectors.dtype)
+    pairs = {"antonym_repel": antonyms, "synonym_attract": synonyms, "vector_space": neighbours}
+    counts = torch.zeros(size, dtype=torch.float64)
+    for name, hinge in per_pair.items():
+        counts += torch.bincount(pairs[name][hinge > 0].reshape(-1), minlength=size).to(counts.dtype)
     return counts.clamp_min(1.0)
 
 
@@ -184,9 +202,11 @@ def counter_fit(words: list[str], matrix: np.ndarray, constraints: Constraints,
 
     before = state()
     for _ in range(config.steps):
-        (gradient,) = torch.autograd.grad(sum(objective_terms(vectors, *terms).values()), vectors)
+        per_pair = hinges(vectors, *terms)
+        (gradient,) = torch.autograd.grad(sum(weighted_terms(per_pair, config).values()), vectors)
         with torch.no_grad():
-            vectors -= config.lr * gradient / active_terms_per_word(vectors, *terms)[:, None]
+            counts = active_terms_per_word(per_pair, synonyms, antonyms, neighbours, len(vectors))
+            vectors -= config.lr * gradient / counts.to(vectors.dtype)[:, None]
             vectors /= vectors.norm(dim=1, keepdim=True).clamp_min(1e-12)
     report = {"words": len(words), "synonym_pairs": len(synonyms), "antonym_pairs": len(antonyms),
               "neighbour_pairs": len(neighbours), "config": asdict(config), "before": before, "after": state()}
@@ -217,8 +237,8 @@ def simlex_spearman(words: list[str], matrix: np.ndarray, pairs: list[tuple[str,
 # ------------------------------------------------------------------------------------- GloVe, once, cached
 
 def cache_folder() -> Path:
-    """Where built vectors are kept (`BENCH_CACHE_DIR`, else ~/.cache/clbench), under `word-vectors/`."""
-    return Path(os.environ.get("BENCH_CACHE_DIR") or Path.home() / ".cache" / "clbench") / "word-vectors"
+    """Where built vectors are kept: `word-vectors/` of the user's cache (`user_cache_dir`)."""
+    return user_cache_dir() / "word-vectors"
 
 
 def build_identity(source: str, config: CounterFitConfig, folder: Path = CONSTRAINTS) -> str:
@@ -234,7 +254,7 @@ def build_identity(source: str, config: CounterFitConfig, folder: Path = CONSTRA
 @functools.lru_cache(maxsize=1)
 def default_build_identity() -> str:
     """`build_identity` of the default build: GloVe 6B-50d, the shipped constraints, the default config."""
-    return build_identity("glove-6b-50d", CounterFitConfig())
+    return build_identity(DEFAULT_SOURCE, CounterFitConfig())
 
 
 def build_path(source_name: str, config: CounterFitConfig, folder: Path, cache: Path) -> Path:
@@ -244,7 +264,7 @@ def build_path(source_name: str, config: CounterFitConfig, folder: Path, cache: 
 
 def cached_build() -> Path | None:
     """The cached default build (GloVe 6B-50d, shipped constraints, default config), None before it exists."""
-    path = build_path("glove-6b-50d", CounterFitConfig(), CONSTRAINTS, cache_folder())
+    path = build_path(DEFAULT_SOURCE, CounterFitConfig(), CONSTRAINTS, cache_folder())
     return path if path.is_file() else None
 
 
@@ -259,16 +279,12 @@ def counter_fitted(source_name: str, words: list[str], matrix: np.ndarray,
     if path.is_file():
         with np.load(path, allow_pickle=False) as stored:
             return stored["words"].tolist(), stored["vectors"]
-    vocabulary = shipped_vocabulary(folder)
-    rows = [i for i, w in enumerate(words) if w.lower() in vocabulary]
+    rows = vocabulary_rows(words, folder)
     kept = [words[i].lower() for i in rows]
     vectors, report = counter_fit(kept, np.asarray(matrix[rows]), shipped_constraints(folder), config)
     try:
-        cache.mkdir(parents=True, exist_ok=True)
-        temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-        with open(temporary, "wb") as handle:
+        with atomic_path(path) as temporary, open(temporary, "wb") as handle:
             np.savez(handle, words=np.array(kept), vectors=vectors, report=json.dumps(report))
-        os.replace(temporary, path)
     except OSError:
         pass
     return kept, vectors

@@ -15,9 +15,10 @@ from pathlib import Path
 import numpy as np
 
 from bench.attack import skip
+from bench.attack.counterfit import DEFAULT_SOURCE, counter_fitted, unit_rows
 from bench.errors import BenchError
 
-GLOVE_NAME = "glove-6b-50d"
+GLOVE_NAME = DEFAULT_SOURCE  # glove-6b-50d, also the source counter-fitted by default
 COUNTER_FITTED = "counter-fitted"  # --word-vectors names besides a file: the default, and plain GloVe
 PLAIN_GLOVE = "glove"
 NAMED_VECTORS = (COUNTER_FITTED, PLAIN_GLOVE)
@@ -46,7 +47,7 @@ class WordVectors:
             self.row_of.setdefault(word.lower(), row)  # the first of several spellings wins
         self.search_size = len(words) if search_size is None else min(search_size, len(words))
         self._matrix = matrix  # may be a read-only memory map; rows are normalised when used
-        self.search = _unit(np.asarray(matrix[:self.search_size], dtype=np.float32))
+        self.search = unit_rows(matrix[:self.search_size])
         self._cache: dict[tuple[str, int, float], tuple[tuple[str, float], ...]] = {}
 
     def __contains__(self, word: object) -> bool:
@@ -62,7 +63,7 @@ class WordVectors:
         row = self.row_of[word.lower()]
         if row < self.search_size:
             return self.search[row]
-        return _unit(np.asarray(self._matrix[row:row + 1], dtype=np.float32))[0]
+        return unit_rows(self._matrix[row:row + 1])[0]
 
     def neighbours(self, word: str, k: int = 50, min_cos: float = 0.5) -> tuple[tuple[str, float], ...]:
         """Up to k (word, cosine) nearest search-vocabulary words with cosine >= min_cos, closest first."""
@@ -95,12 +96,6 @@ class WordVectors:
         found = [(self.words[rows[j]], float(values[j])) for j in order
                  if values[j] >= min_cos and self.words[rows[j]].lower() != word]
         return tuple(found[:k])
-
-
-def _unit(matrix: np.ndarray) -> np.ndarray:
-    """Rows scaled to unit length (zero rows stay zero)."""
-    norms = np.linalg.norm(matrix, axis=1, keepdims=True)
-    return matrix / np.where(norms == 0, 1.0, norms)
 
 
 def read_vectors_file(path: str | os.PathLike) -> tuple[list[str], np.ndarray]:
@@ -173,8 +168,6 @@ def glove_vectors(search_size: int = GLOVE_SEARCH_VOCAB) -> WordVectors:
 def counter_fitted_glove() -> WordVectors:
     """GloVe 6B-50d counter-fitted with the shipped constraints, over the shipped vocabulary's words (built on
     first use, about a minute, then cached; see bench.attack.counterfit); SkipEvaluator without GloVe."""
-    from bench.attack.counterfit import counter_fitted
-
     words, matrix = counter_fitted(GLOVE_NAME, *glove_words_and_matrix())
     return WordVectors(f"{GLOVE_NAME}-{COUNTER_FITTED}", words, matrix)
 

@@ -8,6 +8,7 @@ import gzip
 import io
 import json
 import numbers
+import os
 import zlib
 from pathlib import Path
 from typing import Any, Iterator
@@ -24,6 +25,12 @@ LABEL_TYPES = "a string, an integer or a boolean"  # what one row's label may be
 def one_line(exc: BaseException) -> str:
     """An exception's message on one line (the CLI prints every error as one line)."""
     return " ".join(str(exc).split()) or exc.__class__.__name__
+
+
+def user_cache_dir() -> Path:
+    """Where clbench keeps what it prepares once per user (the WordNet copy, counter-fitted vectors):
+    `BENCH_CACHE_DIR`, else ~/.cache/clbench."""
+    return Path(os.environ.get("BENCH_CACHE_DIR") or Path.home() / ".cache" / "clbench").expanduser()
 
 
 def read_text(path: Path) -> str:

@@ -9,6 +9,7 @@ import warnings
 from pathlib import Path
 from typing import Any
 
+from bench.data.files import user_cache_dir
 from bench.errors import BenchError
 from bench.results.store import atomic_path
 
@@ -51,8 +52,7 @@ def debian_dir() -> Path:
 
 def cache_root() -> Path:
     """The data root that holds the prepared copy, `<root>/corpora/wordnet` (`BENCH_CACHE_DIR` overrides)."""
-    base = os.environ.get("BENCH_CACHE_DIR") or Path.home() / ".cache" / "clbench"
-    return Path(base).expanduser() / "wordnet"
+    return user_cache_dir() / "wordnet"
 
 
 @functools.lru_cache(maxsize=1)

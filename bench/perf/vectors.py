@@ -23,8 +23,7 @@ def vectors_bench(args: argparse.Namespace) -> dict:
     """Build counter-fitted GloVe once (timed) and compare it with plain GloVe on SimLex-999 and neighbours."""
     words, matrix = glove_words_and_matrix()
     config = counterfit.CounterFitConfig()
-    vocabulary = counterfit.shipped_vocabulary()
-    rows = [i for i, w in enumerate(words) if w.lower() in vocabulary]
+    rows = counterfit.vocabulary_rows(words)
     kept = [words[i].lower() for i in rows]
     plain = matrix[rows]
     say(args, f"counter-fitting {len(kept)} GloVe words with the shipped constraints")
