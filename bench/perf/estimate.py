@@ -94,11 +94,11 @@ def estimate(config: str | None, data_dir: str | None, achieved_tflops: float, d
             datasets[f"{data.name}/{encoder}"] = {"train_texts": len(data.train), "validation_texts":
                                                   len(data.validation), "test_texts": len(data.test),
                                                   "train_pass_tflop": round(flops["train"] / 1e12, 2)}
+            sizes = {s: len(getattr(data, s)) for s in ("train", "validation", "test")}
             for method in methods:
                 for seed in opts.seeds:
                     spec = run_spec(method, data, encoder, seed, cfg, configs[method])
                     cost = shard_cost(spec, flops, epochs)
-                    sizes = {s: len(getattr(data, s)) for s in ("train", "validation", "test")}
                     timing = (step_time_seconds(spec, sizes, step_seconds, epochs) if step_seconds else
                               (cost.epoch_flops / rate, cost.total_flops / rate))
                     shards.append((cost, *timing))

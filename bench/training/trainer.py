@@ -53,9 +53,9 @@ def deterministic_kernels(device: torch.device, strict: bool = False) -> bool:
     in every result row). `strict` (`bench run --deterministic`): deterministic algorithms on any device (an op
     without a deterministic implementation raises instead of running), attention on the plain math kernel
     (flash, memory-efficient and cuDNN attention are not bit-reproducible on a GPU) and a fixed cuBLAS
-    workspace; cuDNN's autotuner is off whenever the kernels are deterministic. Otherwise deterministic algorithms on a CPU (warnings only), and on a GPU the
-    fastest kernels. Every call sets every switch, so shards run one after another in a process do not
-    inherit each other's choice."""
+    workspace; cuDNN's autotuner is off whenever the kernels are deterministic. Otherwise deterministic
+    algorithms on a CPU (warnings only), and on a GPU the fastest kernels. Every call sets every switch, so
+    shards run one after another in a process do not inherit each other's choice."""
     os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")  # read when cuBLAS starts; needed by strict mode
     on = strict or device.type == "cpu"
     torch.use_deterministic_algorithms(on, warn_only=not strict)
