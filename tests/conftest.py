@@ -1,20 +1,32 @@
-"""Shared fixtures: a tiny dataset folder, an isolated results folder and an in-process CLI runner."""
+"""Shared fixtures: a tiny dataset folder, an isolated results folder, an in-process CLI runner, and the tiny
+WordNet every test reads unless it asks for the machine's own (`real_wordnet`)."""
 
 from __future__ import annotations
 
+import atexit
 import json
 import os
 import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
 
 from bench.cli.main import main
+from tinywordnet import write_tiny_wordnet
 
 ROOT = Path(__file__).resolve().parent.parent
+# Every test reads the tiny WordNet of tests/tinywordnet.py (the same everywhere, installed or not); the few that
+# test against the real one take the `real_wordnet` fixture. BENCH_WORDNET_DIR as this run was started is what
+# they get: `BENCH_WORDNET_DIR=none python -m pytest` runs the suite as on a machine without WordNet.
+WORDNET_ENV = "BENCH_WORDNET_DIR"
+REAL_WORDNET = os.environ.get(WORDNET_ENV)
+TINY_WORDNET = write_tiny_wordnet(Path(tempfile.mkdtemp(prefix="clbench-tests-wordnet-")))
+atexit.register(shutil.rmtree, TINY_WORDNET.parents[1], True)
+os.environ[WORDNET_ENV] = str(TINY_WORDNET)
 FIXTURE = ROOT / "datasets" / "fixtures" / "tiny"
 # A tiny random BERT that learns the fixture in a few epochs on CPU (evaluators are tested on their own).
 FAST = ["--encoder", "tiny-bert", "--epochs", "2", "--lr", "1e-3", "--batch-size", "8", "--no-progress",
@@ -27,6 +39,39 @@ def isolated_env(monkeypatch, tmp_path):
     monkeypatch.delenv("BENCH_DATA_DIR", raising=False)
     monkeypatch.setenv("BENCH_RESULTS_DIR", str(tmp_path / "results"))
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+
+
+@pytest.hookimpl(tryfirst=True)  # before `-m` selects
+def pytest_collection_modifyitems(items):
+    """Mark the tests that read the real WordNet (`-m real_wordnet` selects them, `-m "not real_wordnet"` not)."""
+    for item in items:
+        if "real_wordnet" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.real_wordnet)
+
+
+@pytest.fixture
+def real_wordnet(monkeypatch):
+    """The machine's own WordNet instead of the tiny one; the test is skipped, with the install hint, without it."""
+    from bench.data.wordnet import load_wordnet
+    from bench.errors import BenchError
+
+    if REAL_WORDNET:
+        monkeypatch.setenv(WORDNET_ENV, REAL_WORDNET)
+    else:
+        monkeypatch.delenv(WORDNET_ENV, raising=False)
+    try:
+        return load_wordnet()
+    except BenchError as exc:
+        pytest.skip(f"the real WordNet is not installed here: {exc}")
+
+
+@pytest.fixture(params=["tiny", pytest.param("real", marks=pytest.mark.real_wordnet)])
+def wn(request):
+    """A WordNet reader: the tiny one, then the machine's own (skipped where there is none); a test taking it
+    runs on both."""
+    from bench.data.wordnet import load_wordnet
+
+    return request.getfixturevalue("real_wordnet") if request.param == "real" else load_wordnet()
 
 
 @pytest.fixture

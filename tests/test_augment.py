@@ -1,9 +1,14 @@
-"""WordNet loading and the deterministic synonym / antonym views (bench.data.wordnet, bench.data.augment)."""
+"""WordNet loading and the deterministic synonym / antonym views (bench.data.wordnet, bench.data.augment).
+
+The view tests run twice: on the tiny WordNet of tests/tinywordnet.py (everywhere) and on the machine's own
+(`real_wordnet`, skipped without one); the tiny one holds the words of these texts, shaped as WordNet has them."""
 
 from __future__ import annotations
 
 import gzip
 import json
+import shutil
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -15,6 +20,7 @@ from bench.data.substitutes import inflect, synonym_candidates
 from bench.data.tagging import pos_tags
 from bench.data.words import STOP_WORDS, case_style, split_token
 from bench.errors import BenchError
+from bench.data import wordnet
 from bench.data.wordnet import lexnames_text, load_wordnet, prepare_copy
 
 TEXTS = [
@@ -29,17 +35,6 @@ TEXTS = [
     "it's a beautiful , sad and strange film about a small town .",
     "(Terrible) acting, WEAK script -- and yet the ending works !",
 ]
-
-
-@pytest.fixture(scope="module")
-def wn(tmp_path_factory):
-    """The WordNet reader, prepared under a temporary cache; the tests that need it are skipped without it."""
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("BENCH_CACHE_DIR", str(tmp_path_factory.mktemp("cache")))
-        try:
-            return load_wordnet()
-        except BenchError as exc:
-            pytest.skip(f"WordNet is not installed here ({exc})")
 
 
 @pytest.fixture(autouse=True)
@@ -94,16 +89,41 @@ def test_missing_wordnet_says_how_to_install(monkeypatch, tmp_path):
     def no_data(resource, *args, **kwargs):
         raise LookupError(resource)
 
-    empty = tmp_path / "empty"
-    empty.mkdir()
-    monkeypatch.setenv("BENCH_WORDNET_DIR", str(empty))
-    monkeypatch.setenv("BENCH_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setattr(wordnet, "DEBIAN_DIR", tmp_path / "empty")
     monkeypatch.setattr(nltk.data, "find", no_data)
-    # The undecorated function: the cached reader other tests use stays in place.
+    # The undecorated loader: the cached readers other tests use stay in place.
     with pytest.raises(BenchError, match="apt-get install wordnet-base wordnet-sense-index") as info:
-        load_wordnet.__wrapped__()
+        wordnet._load.__wrapped__(None)
     assert "\n" not in str(info.value)
     assert "nltk.downloader wordnet" in str(info.value)
+
+
+def test_bench_wordnet_dir_is_used_alone_and_none_hides_wordnet(monkeypatch, tmp_path):
+    monkeypatch.setenv("BENCH_WORDNET_DIR", "none")
+    with pytest.raises(BenchError, match="hidden .BENCH_WORDNET_DIR=none.*apt-get install wordnet-base"):
+        load_wordnet()
+    monkeypatch.setenv("BENCH_WORDNET_DIR", str(tmp_path))
+    with pytest.raises(BenchError, match=f"BENCH_WORDNET_DIR={tmp_path} is not a WordNet dict folder .no index.noun"):
+        load_wordnet()
+
+
+def test_a_dict_folder_without_lexnames_is_read_from_a_prepared_copy(monkeypatch, tmp_path):
+    tiny = load_wordnet()
+    plain = tmp_path / "dict"
+    shutil.copytree(tiny.root.path if hasattr(tiny.root, "path") else str(tiny.root), plain)
+    (plain / "lexnames").unlink()
+    monkeypatch.setenv("BENCH_WORDNET_DIR", str(plain))
+    monkeypatch.setenv("BENCH_CACHE_DIR", str(tmp_path / "cache"))
+    copied = load_wordnet()
+    assert copied is not tiny and copied.synsets("movie") and Path(str(copied.root)).is_relative_to(tmp_path / "cache")
+    assert (Path(str(copied.root)) / "lexnames").read_text() == lexnames_text()
+
+
+def test_word_caches_are_kept_per_wordnet(monkeypatch):
+    assert substitutes.antonym_candidates("good", "ADJ") == ("bad",)
+    monkeypatch.setenv("BENCH_WORDNET_DIR", "none")
+    with pytest.raises(BenchError, match="hidden"):
+        substitutes.antonym_candidates("good", "ADJ")  # not the tiny WordNet's cached answer
 
 
 # ---------------------------------------------------------------- tokens (no WordNet needed)

@@ -84,18 +84,29 @@ def test_a_crashing_check_is_one_fail_line_not_a_crash(cli, monkeypatch):
 # ----------------------------------------------------------------------------------------- WordNet
 
 def test_wordnet_missing_is_a_warning_with_the_apt_get_fix(cli, monkeypatch, tmp_path):
+    from bench.data import wordnet
+
     monkeypatch.setattr(checks, "nltk_data_dirs", lambda: [tmp_path / "nltk_data"])
     monkeypatch.setattr(checks, "nltk_wordnet", lambda: None)
-    monkeypatch.setenv("BENCH_WORDNET_DIR", str(tmp_path / "no-wordnet"))
+    monkeypatch.setattr(wordnet, "DEBIAN_DIR", tmp_path / "no-wordnet")
+    monkeypatch.delenv("BENCH_WORDNET_DIR")
     _, out, _ = cli("doctor")
     line = line_of(out, "wordnet")
     assert line.startswith(WARN) and "not found" in line and "cline" in line and "textfooler" in line
     assert "fix: apt-get install wordnet-base wordnet-sense-index" in line and "nltk.downloader wordnet" in line
+    monkeypatch.setenv("BENCH_WORDNET_DIR", "none")
+    line = line_of(cli("doctor")[1], "wordnet")
+    assert line.startswith(WARN) and "hidden by BENCH_WORDNET_DIR=none" in line and "fix: unset BENCH_WORDNET_DIR" in line
+    monkeypatch.setenv("BENCH_WORDNET_DIR", str(tmp_path))
+    line = line_of(cli("doctor")[1], "wordnet")
+    assert line.startswith(WARN) and f"no WordNet dict files in BENCH_WORDNET_DIR={tmp_path}" in line
 
 
 def test_wordnet_is_found_in_nltk_data_or_debian_dict_files(monkeypatch, tmp_path):
+    from bench.data import wordnet
     from bench.data.wordnet import REQUIRED_FILES
 
+    monkeypatch.delenv("BENCH_WORDNET_DIR")
     monkeypatch.setattr(checks, "nltk_wordnet", lambda: None)
     monkeypatch.setattr(checks, "nltk_data_dirs", lambda: [tmp_path / "nltk_data"])
     (tmp_path / "nltk_data" / "corpora" / "wordnet").mkdir(parents=True)
@@ -106,12 +117,18 @@ def test_wordnet_is_found_in_nltk_data_or_debian_dict_files(monkeypatch, tmp_pat
     debian.mkdir()
     for name in REQUIRED_FILES[:-1]:
         (debian / name).write_text("x")
-    monkeypatch.setenv("BENCH_WORDNET_DIR", str(debian))
+    monkeypatch.setattr(wordnet, "DEBIAN_DIR", debian)
     monkeypatch.setenv("BENCH_CACHE_DIR", str(tmp_path / "cache"))
     assert checks.wordnet_check().status == WARN  # one dict file short
     (debian / REQUIRED_FILES[-1]).write_text("x")
     found = checks.wordnet_check()
     assert found.status == OK and "wordnet-base" in found.detail and str(debian) in found.detail
+    assert str(tmp_path / "cache") in found.detail  # the copy nltk reads
+
+
+def test_wordnet_from_bench_wordnet_dir(monkeypatch):
+    found = checks.wordnet_check()  # the tests' tiny WordNet, in nltk's layout: read where it is
+    assert found.status == OK and "BENCH_WORDNET_DIR" in found.detail and "read in place" in found.detail
 
 
 # ----------------------------------------------------------------------------------------- Hub

@@ -294,12 +294,6 @@ def test_default_evaluators_then_an_explicit_attack(cli, tiny, results):
     skipped = table[table.metric == "skipped"]
     assert set(skipped.evaluator) == {"contrast", "textfooler"} and skipped.note.str.len().min() > 10
 
-    from bench.data.wordnet import load_wordnet
-
-    try:
-        load_wordnet()
-    except BenchError:
-        pytest.skip("WordNet is not installed")
     run_key = table.run_key.iloc[0]
     code, out, err = cli("evaluate", run_key, "--evaluators", "textfooler", "--attack-n", "3", "--word-vectors",
                          "glove")   # plain GloVe: the counter-fitted default takes a minute to build once

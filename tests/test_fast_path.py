@@ -20,7 +20,6 @@ from bench.training.syncs import HostSyncCounter
 from bench.training.trainer import Trainer, seed_everything
 from bench.methods.base import PrepareContext
 from bench.methods.views import TokenViews
-from test_methods import wordnet_available
 
 
 def reference_collate(token_ids, labels, index, pad_id, min_length=1, width=None):
@@ -113,8 +112,6 @@ def fixture_trainer(tiny, method: str, log_every: int, **knobs):
 @pytest.mark.parametrize("method,knobs", [("ce", {}), ("cl", {}), ("clld-adaptive", {}), ("supcon", {}),
                                           ("lcl", {"views": "synonym"}), ("dcl", {"views": "synonym"}), ("cline", {})])
 def test_a_training_epoch_reads_the_device_only_at_log_intervals(tiny, method, knobs):
-    if (knobs or method == "cline") and not wordnet_available():
-        pytest.skip("WordNet not installed (apt-get install wordnet-base wordnet-sense-index)")
     trainer, train = fixture_trainer(tiny, method, log_every=5, **knobs)
     optimizer = trainer.optimizer(fused=True)  # as on a GPU (the CPU's default AdamW reads its step counts)
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: 1.0)

@@ -25,20 +25,6 @@ ALL = list(METHODS)  # every registered method runs end to end below, a newly ad
 KNOBS = {"clld-static": {"pairs": (("food", "sport"),)}}
 
 
-def wordnet_available():
-    from bench.data.wordnet import load_wordnet
-
-    try:
-        load_wordnet()
-        return True
-    except BenchError:
-        return False
-
-
-needs_wordnet = pytest.mark.skipif(not wordnet_available(), reason="WordNet not installed "
-                                   "(apt-get install wordnet-base wordnet-sense-index)")
-
-
 def build(name, tmp_path, **knobs):
     data = load_dataset(str(FIXTURE))
     torch.manual_seed(0)
@@ -224,7 +210,6 @@ def test_adaptive_state_survives_a_checkpoint(tmp_path):
 
 # ----------------------------------------------------------------------------------------------- word views
 
-@needs_wordnet
 def test_dcl_target_gets_no_gradient_and_follows_the_ema(tmp_path):
     method, batch, _ = build("dcl", tmp_path, momentum=0.9)
     method.train()
@@ -243,7 +228,6 @@ def test_dcl_target_gets_no_gradient_and_follows_the_ema(tmp_path):
             assert torch.allclose(value, 0.9 * before[name] + 0.1 * online[name])
 
 
-@needs_wordnet
 def test_cline_views_and_replaced_tokens(tmp_path):
     method, batch, data = build("cline", tmp_path)
     syn = method.syn.batch(batch["index"], torch.device("cpu"))
@@ -256,7 +240,6 @@ def test_cline_views_and_replaced_tokens(tmp_path):
     assert list((tmp_path / "cache").iterdir())  # views cached on disk
 
 
-@needs_wordnet
 def test_cline_learned_weights(tmp_path):
     method, batch, _ = build("cline", tmp_path, weights="learned", sentence_loss="bce")
     sum(method.loss(batch).values()).backward()
@@ -271,8 +254,6 @@ def test_every_built_in_method_is_discovered():
 
 @pytest.mark.parametrize("name", ALL)
 def test_bench_run_end_to_end(name, cli, tiny, results):
-    if name in ("cline", "dcl") and not wordnet_available():
-        pytest.skip("WordNet not installed")
     extra = ["--set", "clld-static.pairs=[[food, sport]]", "--set", "clld.update_every=1",
              "--set", "clld.evals_per_epoch=2", "--set", "clld.warmup_fraction=0.0"]
     code, out, err = cli("run", "--datasets", tiny, "--methods", name, *FAST, *extra)
@@ -342,13 +323,7 @@ def test_static_ldm_from_a_missing_sibling_fails_the_shard(cli, tiny, results):
 
 @pytest.mark.parametrize("name,extra", [("cline", []), ("dcl", []), ("lcl", ["--set", "lcl.views=synonym"])])
 def test_missing_wordnet_fails_before_any_shard(name, extra, cli, tiny, results, monkeypatch):
-    import bench.data.wordnet
-
-    def missing():
-        raise BenchError("WordNet not found: apt-get install wordnet-base wordnet-sense-index "
-                         "or python -m nltk.downloader wordnet")
-
-    monkeypatch.setattr(bench.data.wordnet, "load_wordnet", missing)
+    monkeypatch.setenv("BENCH_WORDNET_DIR", "none")  # as on a machine without WordNet
     code, _, err = cli("run", "--datasets", tiny, "--methods", name, *FAST, *extra)
     assert code == 2 and "apt-get install wordnet-base wordnet-sense-index" in err
     assert not results.exists() or not list(results.glob("*/rows.json"))

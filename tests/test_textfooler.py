@@ -1,5 +1,6 @@
 """The built-in TextFooler attack and its evaluator, offline: tiny word vectors, fake sentence encoders,
-scripted keyword classifiers (no MiniLM, no GloVe load, WordNet only where a test says so)."""
+scripted keyword classifiers (no MiniLM, no GloVe load; the tiny WordNet of tests/tinywordnet.py, and the real one
+where a test takes `wn`)."""
 
 from __future__ import annotations
 
@@ -177,19 +178,13 @@ def test_part_of_speech_mismatch_is_rejected():
     assert strict[0].adversarial_text == "the movie was fine ."
 
 
-def test_part_of_speech_with_wordnet_tags():
-    from bench.data.wordnet import load_wordnet
-
-    try:
-        load_wordnet()
-    except BenchError:
-        pytest.skip("WordNet is not installed")
+def test_part_of_speech_with_wordnet_tags(wn):
     attack = TextFoolerAttack(vectors(), Same(), PartOfSpeech(), AttackConfig())
     results, _ = attack_pairs(keyword_classifier(), [("the movie was good .", "positive")], attack)
     assert results[0].adversarial_text == "the movie was fine ."
 
 
-def test_antonyms_are_not_substitutes():
+def test_antonyms_are_not_substitutes(wn):
     """Like plain GloVe, these vectors put 'bad' nearest to 'good'; swapping it would 'succeed' by inverting
     the meaning. With drop_antonyms (the default) only 'fine' is tried, which the classifier survives."""
     near = {"good": unit((0, 1.0)), "bad": unit((0, 0.95), (1, 0.312)), "fine": unit((0, 0.9), (2, 0.436))}
@@ -204,12 +199,6 @@ def test_antonyms_are_not_substitutes():
     assert (results[0].status, results[0].adversarial_text) == ("success", "a bad film")
     results, _ = attack_pairs(model, pairs, attack(antonyms=lambda word: {"good": {"bad"}}.get(word, ())))
     assert results[0].status == "failed" and results[0].adversarial_text == "a good film"
-    from bench.data.wordnet import load_wordnet
-
-    try:
-        load_wordnet()
-    except BenchError:
-        pytest.skip("WordNet is not installed")
     results, _ = attack_pairs(model, pairs, attack())  # the default: WordNet's antonyms
     assert results[0].status == "failed"
 

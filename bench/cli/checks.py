@@ -136,16 +136,14 @@ def precision_check(torch: Any) -> Check:
 
 
 def nltk_data_dirs() -> list[Path]:
-    """The folders nltk searches for data (its default nltk.data.path: $NLTK_DATA, ~/nltk_data, the Python
-    prefix, the system folders), built without importing nltk."""
+    """The folders nltk searches for data ($NLTK_DATA, ~/nltk_data, the Python prefix, system folders), sans nltk."""
     dirs = [Path(p) for p in os.environ.get("NLTK_DATA", "").split(os.pathsep) if p]
     home = Path("~/nltk_data").expanduser()
     if not str(home).startswith("~"):
         dirs.append(home)
-    dirs += [Path(sys.prefix) / sub for sub in ("nltk_data", "share/nltk_data", "lib/nltk_data")]
-    dirs += [Path(p) for p in ("/usr/share/nltk_data", "/usr/local/share/nltk_data", "/usr/lib/nltk_data",
-                               "/usr/local/lib/nltk_data")]
-    return dirs
+    return dirs + [Path(sys.prefix) / sub for sub in ("nltk_data", "share/nltk_data", "lib/nltk_data")] + [
+        Path(p) for p in ("/usr/share/nltk_data", "/usr/local/share/nltk_data", "/usr/lib/nltk_data",
+                          "/usr/local/lib/nltk_data")]
 
 
 def nltk_wordnet() -> str | None:
@@ -159,18 +157,25 @@ def nltk_wordnet() -> str | None:
 
 
 def wordnet_check() -> Check:
-    """WordNet 3.0 as bench.data.wordnet finds it: nltk's data, else Debian's dict files (wordnet-base)."""
+    """WordNet as bench.data.wordnet finds it: `BENCH_WORDNET_DIR` alone, else nltk's data, else Debian's."""
     from bench.data import wordnet
 
     if not installed("nltk"):
         return Check("wordnet", WARN, f"nltk is not installed: {WORDNET_USERS}", "pip install nltk")
+    chosen = wordnet.chosen_dir()
+    if chosen and chosen.lower() != wordnet.HIDDEN and wordnet.has_dict_files(Path(chosen).expanduser()):
+        return dict_wordnet_check(Path(chosen).expanduser(), f"WordNet dict files from {wordnet.ENV} ({chosen}")
+    if chosen:  # `none`, or a folder without the dict files: the loader looks nowhere else
+        found = "hidden by" if chosen.lower() == wordnet.HIDDEN else "not found: no WordNet dict files in"
+        return Check("wordnet", WARN, f"WordNet {found} {wordnet.ENV}={chosen}: {WORDNET_USERS}",
+                     f"unset {wordnet.ENV} or point it at WordNet 3.0 dict files")
     for folder in nltk_data_dirs():
         for name in ("wordnet", "wordnet.zip"):
             if (folder / "corpora" / name).exists():
                 return Check("wordnet", OK, f"WordNet 3.0 from nltk data ({folder / 'corpora' / name})")
-    debian = wordnet.debian_dir()
+    debian = wordnet.DEBIAN_DIR
     if wordnet.has_dict_files(debian):
-        return debian_wordnet_check(debian, wordnet.cache_root())
+        return dict_wordnet_check(debian, f"WordNet 3.0 from Debian's wordnet-base ({debian}")
     found = nltk_wordnet()
     if found:
         return Check("wordnet", OK, f"WordNet 3.0 from nltk data ({found})")
@@ -178,10 +183,14 @@ def wordnet_check() -> Check:
                  WORDNET_FIX)
 
 
-def debian_wordnet_check(debian: Path, cache: Path) -> Check:
-    """Debian's dict files are usable when the prepared copy under the cache can be (or has been) written."""
-    prepared = cache / "corpora" / "wordnet"
-    detail = f"WordNet 3.0 from Debian's wordnet-base ({debian}; nltk reads a copy in {prepared})"
+def dict_wordnet_check(folder: Path, found: str) -> Check:
+    """Dict files are usable read in place or where their prepared copy can be (or has been) written."""
+    from bench.data import wordnet
+
+    prepared = wordnet.prepared_root(folder) / "corpora" / "wordnet"
+    if prepared == folder:
+        return Check("wordnet", OK, f"{found}, read in place)")
+    detail = f"{found}; nltk reads a copy in {prepared})"
     if (prepared / "lexnames").is_file() or os.access(nearest_existing(prepared), os.W_OK | os.X_OK):
         return Check("wordnet", OK, detail)
     return Check("wordnet", FAIL, f"{detail}, but {nearest_existing(prepared)} is not writable",

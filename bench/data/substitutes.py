@@ -3,12 +3,11 @@ written in the word's own inflection."""
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Sequence
 from typing import Any
 
 from bench.data.tagging import WORDNET_POS
-from bench.data.wordnet import load_wordnet
+from bench.data.wordnet import load_wordnet, per_wordnet
 from bench.data.words import STOP_WORDS
 
 # Synonyms come from a word's most frequent senses (WordNet lists them first) when those have any:
@@ -18,7 +17,7 @@ FREQUENT_SENSES = 3
 
 # ---------------------------------------------------------------- candidates
 
-@functools.lru_cache(maxsize=1 << 17)
+@per_wordnet(maxsize=1 << 17)
 def synonym_candidates(word: str, tag: str) -> tuple[str, ...]:
     """Single-word WordNet synonyms of a lower-case word for a POS tag, else its hypernyms' lemmas, or ()."""
     wn, pos = load_wordnet(), WORDNET_POS[tag]
@@ -33,7 +32,7 @@ def synonym_candidates(word: str, tag: str) -> tuple[str, ...]:
     return ()
 
 
-@functools.lru_cache(maxsize=1 << 17)
+@per_wordnet(maxsize=1 << 17)
 def antonym_candidates(word: str, tag: str) -> tuple[str, ...]:
     """Single-word WordNet antonyms of a lower-case word for a POS tag (direct ones first), or ()."""
     wn, pos = load_wordnet(), WORDNET_POS[tag]
@@ -52,7 +51,7 @@ def antonym_candidates(word: str, tag: str) -> tuple[str, ...]:
     return ()
 
 
-@functools.lru_cache(maxsize=1 << 17)
+@per_wordnet(maxsize=1 << 17)
 def inflection_candidates(word: str, tag: str) -> tuple[str, ...]:
     """Other regular inflections of a noun's or verb's WordNet base form (films -> film, walk -> walked ...)
     that WordNet's morphology maps back to that base, or () (adjectives, adverbs, unknown words, names)."""

@@ -8,7 +8,7 @@ import importlib.util
 from collections.abc import Sequence
 from typing import Any
 
-from bench.data.wordnet import load_wordnet
+from bench.data.wordnet import load_wordnet, per_wordnet
 from bench.data.words import is_candidate, split_token
 
 CONTENT_POS = ("NOUN", "VERB", "ADJ", "ADV")
@@ -58,7 +58,7 @@ def _spacy_tags(nlp: Any, cores: Sequence[str], tokens: Sequence[str]) -> list[s
     return [token.pos_ for token in doc]
 
 
-@functools.lru_cache(maxsize=1 << 17)
+@per_wordnet(maxsize=1 << 17)
 def _wordnet_pos(word: str) -> str:
     """The part of speech of word's most frequent WordNet sense, or OTHER when WordNet lacks it."""
     if not is_candidate(word):

@@ -1,22 +1,29 @@
-"""WordNet 3.0 for nltk without network: nltk's own data, else Debian's `wordnet-base` dict files."""
+"""WordNet 3.0 for nltk without network: the dict files in `BENCH_WORDNET_DIR` when it is set (`none` hides
+WordNet), else nltk's own data, else Debian's `wordnet-base` dict files."""
 
 from __future__ import annotations
 
 import functools
+import hashlib
 import os
 import shutil
 import warnings
 from pathlib import Path
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from bench.data.files import user_cache_dir
 from bench.errors import BenchError
 from bench.results.store import atomic_path
 
 DEBIAN_DIR = Path("/usr/share/wordnet")
-INSTALL_HINT = ("WordNet not found (no nltk data, no Debian dict files); install it with "
-                "`apt-get install wordnet-base wordnet-sense-index` (Debian/Ubuntu) "
-                "or `python -m nltk.downloader wordnet`")
+ENV = "BENCH_WORDNET_DIR"  # a folder of WordNet dict files, used instead of any other; `none`: no WordNet at all
+HIDDEN = "none"
+T = TypeVar("T")
+ADDED_ROOTS: set[str] = set()  # nltk data roots this module put on nltk.data.path for its own copies
+INSTALL = ("`apt-get install wordnet-base wordnet-sense-index` (Debian/Ubuntu) "
+           "or `python -m nltk.downloader wordnet`")
+INSTALL_HINT = f"WordNet not found (no nltk data, no Debian dict files); install it with {INSTALL}"
 
 # The dict files nltk's reader cannot open WordNet without.
 REQUIRED_FILES = tuple(f"{kind}.{pos}" for kind in ("index", "data") for pos in ("noun", "verb", "adj", "adv")) + \
@@ -45,9 +52,15 @@ def lexnames_text() -> str:
     return "".join(rows)
 
 
+def chosen_dir() -> str | None:
+    """`BENCH_WORDNET_DIR` as set (a dict folder, or `none` to hide WordNet), or None when it is unset or empty."""
+    return os.environ.get(ENV) or None
+
+
 def debian_dir() -> Path:
-    """Where Debian's WordNet dict files are looked for (`BENCH_WORDNET_DIR` overrides)."""
-    return Path(os.environ.get("BENCH_WORDNET_DIR") or DEBIAN_DIR).expanduser()
+    """The dict folder read when nltk has no WordNet data: `BENCH_WORDNET_DIR` when set, else Debian's."""
+    chosen = chosen_dir()
+    return Path(chosen).expanduser() if chosen and chosen.lower() != HIDDEN else DEBIAN_DIR
 
 
 def cache_root() -> Path:
@@ -55,35 +68,80 @@ def cache_root() -> Path:
     return user_cache_dir() / "wordnet"
 
 
-@functools.lru_cache(maxsize=1)
+def prepared_root(source: Path) -> Path:
+    """The nltk data root whose `corpora/wordnet` nltk reads for the dict files in source: source's own root
+    when source is already such a folder (it has `lexnames`), else a copy under cache_root() (one per folder)."""
+    if source.name == "wordnet" and source.parent.name == "corpora" and (source / "lexnames").is_file():
+        return source.parent.parent
+    if source == DEBIAN_DIR:
+        return cache_root()
+    return cache_root() / "dirs" / hashlib.sha256(str(source.resolve()).encode()).hexdigest()[:12]
+
+
 def load_wordnet() -> Any:
-    """An nltk `WordNetCorpusReader`, from nltk's data or else from Debian's packages; BenchError if neither."""
+    """An nltk `WordNetCorpusReader`: from `BENCH_WORDNET_DIR` when set, else nltk's data, else Debian's dict
+    files; a one-line BenchError saying how to install it if none is there (or `BENCH_WORDNET_DIR=none`)."""
+    return _load(chosen_dir())
+
+
+@functools.lru_cache(maxsize=4)
+def _load(chosen: str | None) -> Any:
+    """load_wordnet for one value of `BENCH_WORDNET_DIR` (None: unset)."""
     try:
         import nltk  # noqa: F401  (heavy import, only when WordNet is needed)
     except ImportError as exc:
         raise BenchError("WordNet needs nltk: pip install nltk") from exc
+    if chosen is not None:
+        return _chosen_reader(chosen)
     reader = _nltk_data_reader()
     if reader is not None:
         return reader
-    if not has_dict_files(debian_dir()):
+    if not has_dict_files(DEBIAN_DIR):
         raise BenchError(INSTALL_HINT)
-    return _debian_reader(debian_dir(), cache_root())
+    return _dict_reader(DEBIAN_DIR)
+
+
+def _chosen_reader(chosen: str) -> Any:
+    """The reader over the dict folder `BENCH_WORDNET_DIR` names, or a BenchError for `none` or a folder
+    without the dict files."""
+    if chosen.lower() == HIDDEN:
+        raise BenchError(f"WordNet is hidden ({ENV}=none); unset {ENV} to use an installed WordNet, or install "
+                         f"one with {INSTALL}")
+    folder = Path(chosen).expanduser()
+    if not has_dict_files(folder):
+        missing = next(name for name in REQUIRED_FILES if not (folder / name).is_file())
+        raise BenchError(f"{ENV}={chosen} is not a WordNet dict folder (no {missing}); point it at one "
+                         f"(Debian's is {DEBIAN_DIR}) or unset it to use nltk's data")
+    return _dict_reader(folder)
+
+
+def per_wordnet(maxsize: int | None) -> Callable[[Callable[..., T]], Callable[..., T]]:
+    """functools.lru_cache for a function of WordNet's content: results are kept per `BENCH_WORDNET_DIR` value,
+    so a process that switches WordNets (the tests do) never gets an answer from another one."""
+    def decorate(function: Callable[..., T]) -> Callable[..., T]:
+        cached = functools.lru_cache(maxsize=maxsize)(lambda chosen, *args: function(*args))
+
+        @functools.wraps(function)
+        def wrapper(*args: Any) -> T:
+            return cached(chosen_dir(), *args)
+
+        wrapper.cache_clear = cached.cache_clear  # type: ignore[attr-defined]
+        return wrapper
+    return decorate
 
 
 def _nltk_data_reader() -> Any | None:
-    """nltk's own `wordnet` corpus, loaded, or None where nltk has no WordNet data."""
+    """A reader over nltk's own `wordnet` data (not a copy this module made), or None where nltk has none."""
     import nltk
+    from nltk.corpus.reader.wordnet import WordNetCorpusReader
 
     try:
-        nltk.data.find("corpora/wordnet")
+        found = nltk.data.find("corpora/wordnet", paths=[p for p in nltk.data.path if p not in ADDED_ROOTS])
     except LookupError:
         return None
-    from nltk.corpus import wordnet
-
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        wordnet.ensure_loaded()
-    return wordnet
+        return WordNetCorpusReader(found, None)
 
 
 def has_dict_files(folder: Path) -> bool:
@@ -91,21 +149,31 @@ def has_dict_files(folder: Path) -> bool:
     return all((folder / name).is_file() for name in REQUIRED_FILES)
 
 
-def _debian_reader(source: Path, root: Path) -> Any:
-    """A reader over a prepared copy of the dict files in source, kept under root."""
+def _dict_reader(source: Path) -> Any:
+    """A reader over the dict files in source (a prepared copy where source lacks nltk's layout)."""
     import nltk
     from nltk.corpus.reader.wordnet import WordNetCorpusReader
 
+    root = prepared_root(source)
     target = root / "corpora" / "wordnet"
+    if root != source.parent.parent:
+        try:
+            prepare_copy(source, target)
+        except OSError as exc:
+            raise BenchError(f"cannot prepare WordNet under {target}: {exc}") from exc
+    # nltk opens files only under its data roots, and looks `wordnet` up on them while it builds the reader (its
+    # sense-key map): this root first while it does, then last, and never taken for nltk's own data.
+    ADDED_ROOTS.add(str(root))
+    if str(root) in nltk.data.path:
+        nltk.data.path.remove(str(root))
+    nltk.data.path.insert(0, str(root))
     try:
-        prepare_copy(source, target)
-    except OSError as exc:
-        raise BenchError(f"cannot prepare WordNet under {target}: {exc}") from exc
-    if str(root) not in nltk.data.path:
-        nltk.data.path.append(str(root))  # nltk only opens corpora under its data roots
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # "multilingual functions are not available": expected
-        return WordNetCorpusReader(str(target), None)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # "multilingual functions are not available": expected
+            return WordNetCorpusReader(str(target), None)
+    finally:
+        nltk.data.path.remove(str(root))
+        nltk.data.path.append(str(root))
 
 
 def prepare_copy(source: Path, target: Path) -> None:
