@@ -1,4 +1,4 @@
-"""Allow `python -m bench ...` as an alias of the `bench` command."""
+"""Allow `python -m bench ...` as an alias of the `clbench` command (usage and errors then say `clbench`)."""
 
 from bench.cli.main import main
 

@@ -1,5 +1,6 @@
 """Degenerate runs fail loudly or are flagged: non-finite weights or outputs fail the shard (no rows), a model
-that predicts one class whatever the input is flagged `collapsed` with a warning."""
+that predicts one class whatever the input is flagged `collapsed` with a warning that stays (re-run, status,
+reports; the reports' policy is tested on written rows in tests/test_collapsed.py)."""
 
 from __future__ import annotations
 
@@ -70,10 +71,25 @@ def test_a_collapsed_model_is_flagged_in_every_row_with_a_warning(cli, tiny, res
     assert code == 0 and "warning:" not in err and all(r["collapsed"] == 0 for r in rows)
 
 
-def test_reports_name_the_collapsed_runs_they_average(cli, tiny, results, tmp_path):
-    assert cli("run", "--datasets", tiny, *FAST, "--device", "cpu",
-               "--results-dir", results)[0] == 0  # collapses on the CPU (see above)
+def test_a_collapsed_run_stays_flagged_on_a_re_run_in_status_and_in_reports(cli, tiny, results, tmp_path):
+    code, out, err = cli("run", "--datasets", tiny, *FAST, "--device", "cpu", "--results-dir", results)
+    assert code == 0 and "a collapsed model, not a result" in err  # collapses on the CPU (see above)
+    (run,) = results.glob("ce_*")
+    assert "collapsed — not a result" in out and "warning: 1 shard(s) collapsed" in err  # the run summary
+    code, out, err = cli("run", "--datasets", tiny, *FAST, "--device", "cpu", "--results-dir", results)
+    assert code == 0 and f"skipped {run.name}" in err                # finished: not trained again...
+    assert f"warning: {run.name} collapsed when it was trained" in err  # ...and still flagged
+    assert "collapsed — not a result" in out and "warning: 1 shard(s) collapsed" in err
+    code, out, err = cli("status", "--results-dir", results)
+    assert code == 0 and "collapsed: the model predicts one class" in out and "1 done (1 collapsed" in out
     code, out, err = cli("report", "--results-dir", results, "--reports-dir", tmp_path / "reports")
-    assert code == 0 and "1 collapsed run(s)" in err and "--filter collapsed=0" in err
+    assert code == 2 and err.startswith("warning: 1 collapsed run(s)") and run.name in err  # nothing else to show
+    assert "--filter collapsed=0,1" in err
+    code, out, err = cli("report", "--results-dir", results, "--filter", "collapsed=1", "--reports-dir",
+                         tmp_path / "reports")
+    assert code == 0 and "†" in out and "**" not in out  # shown when asked for, marked, never bold
     code, _, err = cli("report", "--results-dir", results, "--filter", "collapsed=0")
     assert code == 2 and "matches no rows" in err
+    code, out, err = cli("evaluate", run.name, "--results-dir", results, "--evaluators", "repr", "--device", "cpu")
+    assert code == 0 and "note: † = the mean includes 1 collapsed run(s)" in out and run.name in out
+    assert "†" in out.splitlines()[1]  # the run asked for is shown, marked

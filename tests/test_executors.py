@@ -509,7 +509,9 @@ def test_run_wait_follows_the_array_and_fails_when_a_shard_fails(cli, tiny, resu
     monkeypatch.setattr("bench.running.status.query_states", scheduler(fail_second=True))
     code, out, err = cli(*base, "--wait", "--results-dir", results)
     assert code == 1, err
-    assert re.search(r"^\s*tiny\s+tiny-bert\s+ce\s+1\s", out, re.M) and "1 of 2 shard(s) did not finish" in err
+    # the table of the shard that finished (one epoch of tiny-bert may collapse: then it says so instead of numbers)
+    assert re.search(r"^\s*tiny\s+tiny-bert\s+ce\s+(1\s|0 collapsed)", out, re.M), out
+    assert "1 of 2 shard(s) did not finish" in err
     assert "ended FAILED" in err and "1/2 done" in err
 
     other = results.parent / "all-done"
@@ -519,12 +521,13 @@ def test_run_wait_follows_the_array_and_fails_when_a_shard_fails(cli, tiny, resu
     assert "all 2 shard(s) done" in err
     collapsed = any(r["collapsed"] for path in other.glob("*/rows.json") for r in json.loads(path.read_text()))
     assert ("collapsed" in err) == collapsed  # a collapsed model is called out, as in a local run
-    assert re.search(r"^\s*tiny\s+tiny-bert\s+ce\s+2\s", out, re.M)  # the table: ce on tiny, 2 seeds
+    assert re.search(r"^\s*tiny\s+tiny-bert\s+ce\s+(2\s|0 collapsed)", out, re.M)  # the table: ce on tiny
     code, out, err = cli(*base, "--wait", "--results-dir", other)  # nothing left to submit: still a table
     assert code == 0 and "nothing to submit" in err and "all 2 shard(s) done" in err
     monkeypatch.setattr("bench.running.status.query_states", lambda ids: {i: "FAILED" for i in ids})
     code, out, _ = cli("status", "--wait", "--results-dir", results)
-    assert code == 1 and out.splitlines()[-1] == "2 shard(s): 1 done, 1 failed"
+    assert code == 1 and re.fullmatch(r"2 shard\(s\): 1 done( \(1 collapsed: not a result\))?, 1 failed",
+                                      out.splitlines()[-1])
 
 
 @pytest.mark.parametrize("restarts,resumed", [("", 0), ("0", 0), ("1", 1)])

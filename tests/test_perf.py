@@ -447,6 +447,12 @@ def test_demo_runs_bench_run_alone_in_an_empty_folder_without_the_callers_folder
     assert "BENCH_RESULTS_DIR" not in env and "BENCH_DATA_DIR" not in env
     assert not Path(cwd).exists()   # the temporary folder is removed
     assert set(report["shards"]) == {"ce", "clld-adaptive"} and report["stdout_lines"] == 1
+    walls = iter([50.0, 70.0, 60.0])
+    monkeypatch.setattr(demo_module, "demo_report", lambda *args: {"wall_s": next(walls)})
+    report = demo_module.demo(argparse.Namespace(quiet=True, rounds=3))
+    assert len(calls) == 4 and len({cwd for _, cwd, _ in calls}) == 4  # each round in a fresh folder
+    assert report["wall_s_rounds"] == [50.0, 70.0, 60.0] and report["wall_s_median"] == 60.0
+    assert report["wall_s_range"] == [50.0, 70.0] and report["wall_s"] == 60.0  # the last round's report
 
     monkeypatch.setattr(demo_module.subprocess, "run", lambda argv, **kw: subprocess.CompletedProcess(
         argv, 2, stdout="", stderr="bench: 3 shard(s)\nerror: no MiniLM here\n"))

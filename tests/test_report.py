@@ -439,7 +439,7 @@ def test_cli_report_errors_are_bench_errors(bench, folder, tmp_path):
 
 
 def test_cli_results_prints_and_exports(bench, folder, tmp_path, monkeypatch):
-    code, out, _ = bench("results", "--results-dir", folder, "--filter", "evaluator=contrast")
+    code, out, _ = bench("results", "--results-dir", folder, "--filter", "evaluator=contrast", "--long")
     assert code == 0 and "contrast_accuracy" in out and "skipped" in out and "no contrast set for trec" in out
     assert "nan" not in out.lower()   # a skip marker shows no number
     target = tmp_path / "out" / "rows.csv"

@@ -1,12 +1,13 @@
-"""What `bench run` and `bench evaluate` share: list and seed arguments, the evaluator options and the shard
-request built from them, and the lines that report evaluations."""
+"""What the commands share: the strict argument parser every `bench` parser is made with, list and seed
+arguments, the evaluator options and the shard request built from them, and the lines that report evaluations."""
 
 from __future__ import annotations
 
 import argparse
+import difflib
 import os
 import sys
-from typing import Any
+from typing import Any, NoReturn, Sequence
 
 from bench.errors import BenchError
 from bench.results.store import DEFAULT_RESULTS
@@ -39,6 +40,73 @@ EVAL_HELP = {
     "tsne_n": "repr: examples in the t-SNE sample",
     "data_dir": "",
 }
+
+
+class UsageError(BenchError):
+    """A command-line mistake found while parsing (an unknown option, a bad value): one line, exit code 2."""
+
+
+class StrictParser(argparse.ArgumentParser):
+    """An ArgumentParser that takes options only as spelled in full (`--method` is never read as `--methods`)
+    and reports a mistake as one UsageError line naming the fix. The parsers of its subcommands
+    (`add_subparsers().add_parser`) are StrictParsers too, so no subcommand can forget it."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs["allow_abbrev"] = False
+        super().__init__(*args, **kwargs)
+
+    def parse_args(self, args: Sequence[str] | None = None,  # type: ignore[override]
+                   namespace: argparse.Namespace | None = None) -> argparse.Namespace:
+        """The parsed arguments; a UsageError for anything not understood (with a guess for a misspelt option)."""
+        parsed, extras = self.parse_known_args(args, namespace)
+        if extras:
+            raise UsageError(unknown_arguments(chosen_parsers(self, parsed), extras))
+        return parsed
+
+    def error(self, message: str) -> NoReturn:
+        """Raise the mistake as one line (argparse would print its usage text and exit)."""
+        raise UsageError(f"{message} (see `{self.prog} --help`)")
+
+
+def chosen_parsers(parser: argparse.ArgumentParser, parsed: argparse.Namespace) -> list[argparse.ArgumentParser]:
+    """`parser` and the subcommand parsers `parsed` went through, outermost first (`bench plot ldm`: three)."""
+    path = [parser]
+    while True:
+        action = next((a for a in path[-1]._actions if isinstance(a, argparse._SubParsersAction)), None)
+        name = getattr(parsed, action.dest, None) if action is not None else None
+        if action is None or name not in action.choices:
+            return path
+        path.append(action.choices[name])
+
+
+def unknown_arguments(parsers: list[argparse.ArgumentParser], extras: list[str]) -> str:
+    """The line for arguments no parser took: each unknown option with the real ones it is a prefix of or close
+    to (`did you mean --methods?`), or the stray arguments."""
+    prog = parsers[-1].prog
+    options = list(dict.fromkeys(o for p in reversed(parsers) for a in p._actions for o in a.option_strings))
+    unknown = [e.split("=", 1)[0] for e in extras if e.startswith("-") and len(e) > 1 and not is_number(e)]
+    if not unknown:
+        return f"unexpected argument(s) {' '.join(extras)} (see `{prog} --help`)"
+    lines = []
+    for name in dict.fromkeys(unknown):
+        guesses = close_options(name, options)
+        lines.append(f"unknown option {name}" + (f": did you mean {' or '.join(guesses)}?" if guesses else ""))
+    return "; ".join(lines) + f" (options are spelled in full; see `{prog} --help`)"
+
+
+def close_options(name: str, options: list[str], most: int = 3) -> list[str]:
+    """The options `name` is a prefix of, else those close to it (difflib), at most `most`."""
+    prefixed = [o for o in options if o.startswith(name) and len(name) > 2]
+    return prefixed[:most] or difflib.get_close_matches(name, options, n=most, cutoff=0.6)
+
+
+def is_number(text: str) -> bool:
+    """Whether `text` reads as a number (`-1`, `-0.5`: a value, not an option)."""
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
 
 
 def comma_list(text: str) -> list[str]:

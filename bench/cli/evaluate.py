@@ -29,6 +29,7 @@ def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
 def cmd_evaluate(args: argparse.Namespace) -> int:
     """Run evaluators on finished runs from their saved models and refresh the results table."""
     from bench.reporting.summary import evaluation_table
+    from bench.results import store
     from bench.results.store import find_runs
     from bench.running.evaluation import build_evaluators
     from bench.running.rescoring import check_scorable, rescore
@@ -50,8 +51,12 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         print_evaluations(done)
         outcomes.extend(done)
     rows = [row for o in outcomes for row in o.rows if row.get("metric") != "skipped"]
-    if rows:
-        print(evaluation_table(rows).to_string(index=False))
+    if rows:  # the runs' clean rows tell which of them collapsed: the runs asked for are shown, those marked †
+        clean = [row for run in runs if (run / store.ROWS).is_file() for row in store.read_json(run / store.ROWS)]
+        table = evaluation_table(clean + rows, include_collapsed=True)
+        print(table.to_string(index=False))
+        for note in table.attrs.get("notes", []):
+            print(f"note: {note}")
     failed = [o for o in outcomes if o.status == "failed"]
     report_failed_evaluations(failed)
     return 1 if failed else 0

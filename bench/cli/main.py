@@ -1,5 +1,5 @@
-"""The `bench` command line: the parser of every subcommand (each in its own module of bench.cli), logging,
-and the dispatch that turns a BenchError into one line and exit code 2."""
+"""The `clbench` command line (also installed as `bench`): the parser of every subcommand (each in its own module
+of bench.cli), logging, and the dispatch that turns a BenchError into one line and exit code 2."""
 
 from __future__ import annotations
 
@@ -8,25 +8,37 @@ import logging
 import os
 import sys
 import warnings
+from pathlib import Path
 
 from bench.cli import doctor, evaluate, listing, plot, report, run, status
-from bench.cli.common import quiet_transformers
+from bench.cli.common import StrictParser, quiet_transformers
 from bench.errors import BenchError
 
 log = logging.getLogger("bench")
 
+PROGRAMS = ("clbench", "bench")  # the installed scripts; `bench` alone clashes with frappe-bench
 PLANNED: dict[str, str] = {}  # subcommands announced but not implemented yet: name -> what it will do
 COMMANDS = {"list": listing.cmd_list, "run": run.cmd_run, "evaluate": evaluate.cmd_evaluate,
             "results": report.cmd_results, "report": report.cmd_report, "plot": plot.cmd_plot,
             "status": status.cmd_status, "doctor": doctor.cmd_doctor}
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The argument parser with every subcommand."""
-    common = argparse.ArgumentParser(add_help=False)  # subcommands: absent unless given, so `bench --debug run`
+def program_name(argv0: str | None = None) -> str:
+    """The name the command was invoked by (argv[0]'s file name): `bench` or `clbench`, and `clbench` for
+    anything else (`python -m bench`, a test runner)."""
+    if argv0 is None:
+        argv0 = sys.argv[0] if sys.argv else ""
+    name = Path(argv0).name.removesuffix(".exe")
+    return name if name in PROGRAMS else "clbench"
+
+
+def build_parser(prog: str | None = None) -> StrictParser:
+    """The argument parser with every subcommand (a StrictParser: no option may be abbreviated), named `prog`
+    (default: how the command was invoked)."""
+    common = StrictParser(add_help=False)  # subcommands: absent unless given, so `bench --debug run`
     common.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help="show full tracebacks")
-    parser = argparse.ArgumentParser(prog="bench",
-                                     description="Benchmark contrastive fine-tuning methods for text classifiers.")
+    parser = StrictParser(prog=prog or program_name(),
+                          description="Benchmark contrastive fine-tuning methods for text classifiers.")
     parser.add_argument("--debug", action="store_true", help="show full tracebacks")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     listing.add_parser(sub, common)
@@ -66,10 +78,14 @@ def is_demo(argv: list[str]) -> bool:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Entry point of the `bench` command; returns the exit code."""
+    """Entry point of the `clbench` (and `bench`) command; returns the exit code."""
     parser = build_parser()
     argv = sys.argv[1:] if argv is None else list(argv)
-    args = parser.parse_args(argv)
+    try:
+        args = parser.parse_args(argv)
+    except BenchError as exc:  # a UsageError: an unknown option, a bad value
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     args.demo = is_demo(argv)
     if args.command is None:
         parser.print_help()

@@ -11,6 +11,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+from bench.cli.common import StrictParser
 from bench.results import store
 from bench.errors import BenchError
 from bench.results.store import DEFAULT_RESULTS
@@ -21,7 +22,7 @@ RUN_HELP = "run keys, glob patterns such as 'ce_trec_*', or run folders"
 
 def add_plot_parser(sub: Any, common: argparse.ArgumentParser) -> argparse.ArgumentParser:
     """Add `bench plot <figure>` and its figure subcommands to the `bench` subparsers."""
-    paths = argparse.ArgumentParser(add_help=False)
+    paths = StrictParser(add_help=False)
     paths.add_argument("--results-dir", default=None,
                        help=f"where runs are stored (default: $BENCH_RESULTS_DIR or ./{DEFAULT_RESULTS})")
     paths.add_argument("--reports-dir", default=DEFAULT_REPORTS,

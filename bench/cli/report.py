@@ -1,4 +1,4 @@
-"""`bench results` (the tidy results table: print, filter, export) and `bench report` (paper-style tables).
+"""`bench results` (the results: compact or long, filtered, exported) and `bench report` (paper-style tables).
 
 `bench.cli.main` adds both subcommands with `add_results_parser` / `add_report_parser` and dispatches to
 `cmd_results` / `cmd_report`; a BenchError raised here becomes a one-line error and exit code 2 there.
@@ -7,10 +7,12 @@
 from __future__ import annotations
 
 import argparse
+import shutil
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from bench.cli.common import comma_list
 from bench.errors import BenchError
 
 if TYPE_CHECKING:
@@ -35,10 +37,18 @@ def add_filter_option(parser: argparse.ArgumentParser) -> None:
 
 def add_results_parser(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> argparse.ArgumentParser:
     """The `bench results` subcommand."""
-    parser = sub.add_parser("results", parents=[common], help="the tidy results table with filters and export",
-                            description="Print every result row of the finished runs (one per run x evaluator x "
-                                        "split x metric), or export all columns to CSV or Parquet.")
+    parser = sub.add_parser("results", parents=[common], help="the results: compact, long, filtered or exported",
+                            description="Print the finished runs' results: by default one line per run and "
+                                        "evaluator with its main metrics, fitted to the terminal (collapsed runs "
+                                        "marked !); with --long every result row (one per run x evaluator x split "
+                                        "x metric); or export every row and column to CSV or Parquet.")
     add_filter_option(parser)
+    parser.add_argument("--long", action="store_true",
+                        help="every result row (the tidy long table: per class, per test, ...) instead of the "
+                             "compact view")
+    parser.add_argument("--columns", type=comma_list, default=None, metavar="NAME,...",
+                        help="compact view: only these metric columns, by short or full name (e.g. acc,f1 or "
+                             "accuracy,att_acc)")
     parser.add_argument("--export", choices=["csv", "parquet"], default=None,
                         help="write the table (all columns) instead of printing it")
     parser.add_argument("--output", default=None, metavar="PATH",
@@ -92,20 +102,36 @@ def readable(frame: pd.DataFrame) -> pd.DataFrame:
 
 
 def cmd_results(args: argparse.Namespace) -> int:
-    """Print the (filtered) tidy results table, or export it with every column."""
+    """Print the (filtered) results compactly (one line per run and evaluator, fitted to the terminal) or in
+    the tidy long form (--long), or export the long form with every column."""
     from bench.results import store
     from bench.reporting.render import filters_slug
+    from bench.reporting.collapsed import asked_for, flag_runs
+    from bench.reporting.compactview import collapsed_note, compact_table
     from bench.reporting.resultsview import apply_filters, load_results
 
-    frame = apply_filters(load_results(results_dir(args)), args.filters)
+    frame = load_results(results_dir(args))
+    if asked_for(args.filters):  # a filter on `collapsed` keeps or drops each run whole (evaluator rows lack it)
+        frame = flag_runs(frame)
+    frame = apply_filters(frame, args.filters)
     fmt = args.export
     if fmt is None and args.output:
         fmt = {".csv": "csv", ".parquet": "parquet"}.get(Path(args.output).suffix.lower())
         if fmt is None:
             raise BenchError(f"--output {args.output}: cannot tell the format from the suffix; add --export csv "
                              "or --export parquet")
-    if fmt is None:
+    if fmt is not None and (args.long or args.columns):
+        raise BenchError(f"--{'long' if args.long else 'columns'} changes the printed table; --export writes every "
+                         "row and column: drop one of them")
+    if args.long and args.columns:
+        raise BenchError("--columns picks the compact view's columns; --long prints every column: drop one")
+    if fmt is None and args.long:
         print(readable(frame).to_string(index=False))
+        if collapsed_note(frame):  # the long form has no marker: say it here
+            print(f"warning: {collapsed_note(frame)}", file=sys.stderr)
+        return 0
+    if fmt is None:
+        print(compact_table(frame, shutil.get_terminal_size().columns, args.columns))
         return 0
     slug = filters_slug(args.filters)
     path = Path(args.output) if args.output else Path(DEFAULT_REPORTS) / f"results{'-' + slug if slug else ''}.{fmt}"
@@ -119,8 +145,10 @@ def cmd_results(args: argparse.Namespace) -> int:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    """Build the requested tables, print them and write them under --reports-dir (mix warnings first)."""
+    """Build the requested tables, print them and write them under --reports-dir (the collapsed runs, then mix
+    warnings first). Collapsed runs follow bench.reporting.collapsed: left out unless a --filter names them."""
     from bench.reporting import render, stats, tables
+    from bench.reporting.collapsed import asked_for, flag_runs, split_runs, warning_lines
     from bench.reporting.resultsview import apply_filters, canonical_method, load_results, mix_warnings
 
     names = [args.table] if args.table else ([] if args.vs_paper else [DEFAULT_TABLE])
@@ -138,8 +166,14 @@ def cmd_report(args: argparse.Namespace) -> int:
             print(f"warning: {warning}", file=sys.stderr)
         print(path)
         return 0
-    frame = apply_filters(load_results(source), args.filters)
-    warnings = [w for name in names for w in mix_warnings(tables.table_rows(name, frame))]
+    frame = apply_filters(flag_runs(load_results(source)), args.filters)  # flags first: filters keep runs whole
+    include = asked_for(args.filters)
+    split = split_runs(frame, include=include)
+    for line in warning_lines(split.keys, include):  # at the top, before anything else
+        print(f"warning: {line}", file=sys.stderr)
+    # mix warnings about the rows the tables average; the collapsed runs were named just above
+    kept = split.kept.drop(columns="collapsed", errors="ignore")
+    warnings = [w for name in names for w in mix_warnings(tables.table_rows(name, kept))]
     for warning in dict.fromkeys(warnings):
         print(f"warning: {warning}", file=sys.stderr)
     outputs = []
@@ -147,13 +181,14 @@ def cmd_report(args: argparse.Namespace) -> int:
         file_name = name
         if name == "compare":
             baseline = canonical_method(args.baseline, set(frame["method"]))
-            keys = tables.clean_accuracy(frame)["run_key"].unique()
-            cells = tables.compare(frame, stats.load_run_predictions(source, keys), baseline, resamples)
+            keys = tables.clean_accuracy(split.kept)["run_key"].unique()
+            cells = tables.compare(frame, stats.load_run_predictions(source, keys), baseline, resamples,
+                                   include_collapsed=include)
             if baseline != "ce":
                 file_name = f"compare-vs-{baseline}"
         else:
             cells = {"paper-ii": tables.paper_ii, "ablation": tables.ablation, "robustness": tables.robustness,
-                     "vs-paper": tables.vs_paper}[name](frame)
+                     "vs-paper": tables.vs_paper}[name](frame, include_collapsed=include)
         outputs.append((render.render(cells, args.fmt), render.write_report(cells, file_name, args.fmt,
                                                                             args.reports_dir, args.filters)))
     for i, (text, path) in enumerate(outputs):

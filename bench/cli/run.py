@@ -107,7 +107,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     opts = run_options(args)  # checks what it can before it imports torch: a mistake costs a second
     quiet_transformers()
     from bench.cli.progress import SweepProgress
-    from bench.cli.run_summary import print_next_steps, print_results, write_demo_reports
+    from bench.cli.run_summary import collapsed_warning, print_next_steps, print_results, write_demo_reports
     from bench.running.runner import execute_sweep, plan_sweep
 
     results_dir = opts.results_dir
@@ -130,6 +130,9 @@ def cmd_run(args: argparse.Namespace) -> int:
                        + (f"  {eta}" if eta else ""))
         if outcome.status == "done" and outcome.message:  # a finished run whose result is suspect (collapsed)
             progress.write(f"warning: {outcome.key} {outcome.message}")
+        elif outcome.status == "skipped" and collapsed_warning(outcome.rows):  # its flag is in its stored rows
+            progress.write(f"warning: {outcome.key} collapsed when it was trained (the model predicts one class "
+                           "whatever the input): not a result; retrain it with --overwrite and another --lr")
         failed_evaluations.extend(print_evaluations(outcome.evaluations))
 
     failed_evaluations: list[Any] = []
@@ -142,6 +145,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     evaluation_rows = [row for o in outcomes for e in o.evaluations for row in e.rows]
     if rows:
         print_results(rows, evaluation_rows, results_dir)
+        warning = collapsed_warning(rows)  # trained now or before (a finished shard is skipped): said every time
+        if warning:
+            print(warning, file=sys.stderr)
         if opts.reports_dir is not None:
             write_demo_reports(rows + evaluation_rows, results_dir, opts.reports_dir)
     failed = [o for o in outcomes if o.status == "failed"]
@@ -206,6 +212,7 @@ def submit_shards(shards: list[Any], opts: RunOptions) -> int:
 def wait_for(keys: list[str], results_dir: Path, progress: bool) -> int:
     """Follow the shards `keys` until each has ended, then print the results table of the finished ones and
     what became of the others; 0 when every one finished, else 1."""
+    from bench.cli.run_summary import collapsed_warning
     from bench.results import store
     from bench.running.follow import follow
     from bench.running.status import format_table
@@ -216,10 +223,9 @@ def wait_for(keys: list[str], results_dir: Path, progress: bool) -> int:
     rows = [row for s in statuses if s.state == "done" for row in store.run_rows(results_dir / s.key)]
     if rows:
         print(summary_table(rows).to_string(index=False))
-    collapsed = sorted({r["run_key"] for r in rows if r.get("collapsed") and r.get("evaluator") == "clean"})
-    if collapsed:
-        print(f"warning: {len(collapsed)} shard(s) collapsed (one class predicted for every test example; not a "
-              f"result -- try another --lr or more --epochs): {', '.join(collapsed)}", file=sys.stderr)
+    warning = collapsed_warning(rows)
+    if warning:
+        print(warning, file=sys.stderr)
     unfinished = [s for s in statuses if s.state != "done"]
     if unfinished:
         print(f"bench: {len(unfinished)} of {len(statuses)} shard(s) did not finish:", file=sys.stderr)

@@ -17,8 +17,9 @@ from bench.running.options import RunOptions
 from bench.spec import TrainConfig
 
 DEFAULT_METHODS = "ce,supcon,clld"
-# `bench run` with no arguments (`make demo`): the defaults below plus these evaluator settings, and the reports.
-DEMO_RUN = {"checklist_n": 100}
+# `bench run` with no arguments (`make demo`): the defaults below, and the reports written here. Its evaluator
+# settings are those of any run on the demo set: the card's `eval_defaults` (datasets/demo.yaml), which fill
+# the options a flag or config file leaves unset (bench.evaluators.base.EvalOptions), whatever the command.
 DEMO_REPORTS = Path("reports")
 LIST_FLAGS = {  # list options of `bench run`: dest -> (flag, what it names, what to give instead)
     "methods": ("--methods", "method", "nothing to run; give at least one, e.g. --methods ce,supcon (see "
@@ -86,8 +87,6 @@ def checked_run_options(args: argparse.Namespace, check_encoders: bool = True
 
     file_run, settings = load_config_file(args.config) if args.config else ({}, {})
     demo = bool(getattr(args, "demo", False))
-    if demo:
-        file_run = {**DEMO_RUN, **file_run}
     require_names(args, file_run)
     check_folders(args, file_run)
     settings.update({n: getattr(args, n) for n in TrainConfig.field_names() if getattr(args, n) is not None})
@@ -184,14 +183,17 @@ def check_plan(opts: RunOptions, check_encoders: bool = True) -> None:
 def check_dataset_name(name: str, data_dir: str | None) -> None:
     """A BenchError, as `bench.data.loading.load_raw` would raise it, for a dataset that cannot be found: a name that is
     neither a card, a path nor a folder under the data folders, and a card with no local copy, no generator
-    and no reachable Hub source. Whatever exists is loaded (and checked) later."""
+    and no reachable Hub source; and for a card whose `eval_defaults` are no evaluator options. Whatever exists
+    is loaded (and checked) later."""
     from bench.data.loading import data_dirs, load_hub, unknown_dataset_message
+    from bench.evaluators.base import card_defaults
     from bench.hub import hub_reachable
     from bench.registry import DATASETS
 
     dirs = data_dirs(data_dir)
     if name in DATASETS:
         card = DATASETS.get(name)
+        card_defaults(card)
         if not card.generator and not any((d / card.name).is_dir() for d in dirs) \
                 and (not (card.hub or {}).get("id") or not hub_reachable()):
             load_hub(card, dirs)  # raises its own message, before it imports anything

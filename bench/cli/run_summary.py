@@ -1,6 +1,6 @@
 """What `bench run` prints when its shards have ended: the results table (accuracy and macro-F1 per method, the
-paired difference to ce), one line per evaluator, where the results (and, for the demo, the reports) are, and
-the commands that come next."""
+paired difference to ce), one line per evaluator, the collapsed runs (left out of both, marked "collapsed — not a
+result"), where the results (and, for the demo, the reports) are, and the commands that come next."""
 
 from __future__ import annotations
 
@@ -25,11 +25,24 @@ def print_results(rows: list[dict[str, Any]], evaluation_rows: list[dict[str, An
         except BenchError as exc:
             print(f"bench: no paired differences: {exc}", file=sys.stderr)
     print(results_table(rows, predictions).to_string(index=False))
-    lines = evaluator_lines(evaluation_rows)
+    lines = evaluator_lines(rows + evaluation_rows)  # the clean rows say which runs collapsed
     if lines:
         print()
         for line in lines:
             print(line)
+
+
+def collapsed_warning(rows: list[dict[str, Any]]) -> str | None:
+    """A warning line naming the runs among `rows` flagged collapsed (`bench.reporting.collapsed`), else None."""
+    import pandas as pd
+
+    from bench.reporting.collapsed import collapsed_keys
+
+    keys = collapsed_keys(pd.DataFrame(rows))
+    if not keys:
+        return None
+    return (f"warning: {len(keys)} shard(s) collapsed (one class predicted for every test example; not a result, "
+            f"left out of the means above -- try another --lr or more --epochs): {', '.join(keys)}")
 
 
 def write_demo_reports(rows: list[dict[str, Any]], results_dir: Path, reports_dir: Path) -> list[Path]:

@@ -26,7 +26,8 @@ def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
 
 def cmd_status(args: argparse.Namespace) -> int:
     """Print every shard's state (done, running, pending, failed, cancelled, interrupted, unknown) and the
-    counts; with --wait, first follow them until each has ended."""
+    counts, then a warning naming the done shards that collapsed; with --wait, first follow them until each has
+    ended."""
     from bench.running.status import format_table, shard_states, summary_line
 
     results_dir = resolve_results_dir(args.results_dir)
@@ -41,4 +42,8 @@ def cmd_status(args: argparse.Namespace) -> int:
                           progress=not args.no_progress and sys.stderr.isatty())
     print(format_table(statuses))
     print(summary_line(statuses))
+    collapsed = [s.key for s in statuses if s.collapsed]
+    if collapsed:  # done, but not results: the reports leave them out of their means
+        print(f"warning: {len(collapsed)} shard(s) collapsed (one class predicted whatever the input; not a result, "
+              f"left out of the reports' means): {', '.join(collapsed)}", file=sys.stderr)
     return 1 if args.wait and any(s.state != "done" for s in statuses) else 0

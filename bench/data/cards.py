@@ -34,6 +34,7 @@ class Card:
     paper: dict[str, Any] = field(default_factory=dict)
     defaults: dict[str, Any] = field(default_factory=dict)
     evaluation: dict[str, Any] = field(default_factory=dict)  # default robustness sets (contrast_set, attack_data)
+    eval_defaults: dict[str, Any] = field(default_factory=dict)  # evaluator options unless the user sets them
     notes: str = ""
     path: str = ""
 
@@ -51,6 +52,9 @@ def parse_card(path: Path) -> Card:
         raise BenchError(f"dataset card {path} lacks {', '.join(missing)}")
     if raw["name"] != path.stem:
         raise BenchError(f"dataset card {path} has name {raw['name']!r}; it must equal the file name {path.stem!r}")
+    for key in ("defaults", "evaluation", "eval_defaults"):
+        if not isinstance(raw.get(key) or {}, dict):
+            raise BenchError(f"dataset card {path}: {key} must be a mapping (name: value), got {raw[key]!r}")
     return Card(
         name=raw["name"],
         title=raw["title"],
@@ -65,6 +69,7 @@ def parse_card(path: Path) -> Card:
         paper=dict(raw.get("paper") or {}),
         defaults=dict(raw.get("defaults") or {}),
         evaluation=dict(raw.get("evaluation") or {}),
+        eval_defaults=dict(raw.get("eval_defaults") or {}),
         notes=raw.get("notes") or "",
         path=str(path),
     )

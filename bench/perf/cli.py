@@ -31,6 +31,7 @@ from typing import Callable
 
 import torch
 
+from bench.cli.common import StrictParser, UsageError  # noqa: F401 (UsageError: re-exported by bench.perf)
 from bench.errors import BenchError
 from bench.perf.common import PEAK_BF16_TFLOPS, device_name, stdout_to_stderr
 from bench.perf.compile import compile_bench
@@ -57,15 +58,9 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], dict]] = {
     "demo": demo, "vectors": vectors_bench}
 
 
-class UsageError(Exception):
-    """A command-line mistake (reported in one line, exit code 2)."""
-
-
-class Parser(argparse.ArgumentParser):
-    """argparse that reports a mistake in one line instead of the usage text."""
-
-    def error(self, message: str) -> None:  # type: ignore[override]
-        raise UsageError(message)
+class Parser(StrictParser):
+    """The benchmarks' parser, strict as the `bench` command's: options spelled in full only (`--method` is not
+    `--methods`), a mistake reported as one UsageError line instead of the usage text."""
 
 
 def whole_numbers(text: str, option: str, minimum: int = 1) -> list[int]:
@@ -196,7 +191,7 @@ def main(argv: list[str] | None = None) -> int:
         resolve(args)
         with stdout_to_stderr():
             result = COMMANDS[args.command](args)
-    except (UsageError, BenchError) as exc:
+    except BenchError as exc:  # UsageError included
         print(f"{PROG}: error: {exc}", file=sys.stderr)
         return 2
     if args.command != "estimate":

@@ -2,7 +2,8 @@
 mark and format its cells.
 
 A cell frame has one row per table cell: `row` and `column` labels, `mean`, `std`, `n` (seeds), the
-displayed `text`, a `best` flag and a `note`; cells appear row by row in display order, missing ones
+displayed `text`, a `best` flag and a `note` (and `collapsed`, when some cell's mean includes a collapsed run:
+see `bench.reporting.collapsed`); cells appear row by row in display order, missing ones
 included (text "—"). `frame.attrs` carries the title, the row header, table notes and left-aligned columns.
 """
 
@@ -16,6 +17,7 @@ import numpy as np
 import pandas as pd
 
 from bench.errors import BenchError
+from bench.reporting.collapsed import MARK as COLLAPSED_MARK
 
 CELL_COLUMNS = ["row", "column", "mean", "std", "n", "text", "best", "note"]
 MISSING = "—"
@@ -23,8 +25,9 @@ DIGITS = 2
 
 
 def value_cell(row: str, column: str, values: Iterable[float], scale: float = 100.0, digits: int = DIGITS,
-               note: str = "") -> dict[str, Any]:
-    """A cell of mean ± std (n) over seed values (times `scale`); "—" when there are none."""
+               note: str = "", collapsed: bool = False) -> dict[str, Any]:
+    """A cell of mean ± std (n) over seed values (times `scale`); "—" when there are none. A `collapsed` cell
+    (its mean includes a collapsed run, `bench.reporting.collapsed`) is marked † and never best."""
     array = np.asarray([v for v in values if not math.isnan(v)], dtype=float) * scale
     if array.size == 0:
         return text_cell(row, column, MISSING, note=note)
@@ -32,8 +35,11 @@ def value_cell(row: str, column: str, values: Iterable[float], scale: float = 10
     std = float(array.std(ddof=1)) if array.size > 1 else math.nan
     text = f"{mean:.{digits}f} ± {std:.{digits}f} ({array.size})" if array.size > 1 else \
         f"{mean:.{digits}f} ({array.size})"
-    return {"row": row, "column": column, "mean": mean, "std": std, "n": int(array.size), "text": text,
+    cell = {"row": row, "column": column, "mean": mean, "std": std, "n": int(array.size), "text": text,
             "best": False, "note": note}
+    if collapsed:
+        cell.update(text=f"{text} {COLLAPSED_MARK}", collapsed=True)
+    return cell
 
 
 def text_cell(row: str, column: str, text: str, mean: float = math.nan, n: int = 0, note: str = "",
@@ -45,10 +51,11 @@ def text_cell(row: str, column: str, text: str, mean: float = math.nan, n: int =
 
 def mark_best(cells: list[dict[str, Any]], group: Callable[[dict[str, Any]], Any], higher: bool | Callable = True,
               digits: int = DIGITS) -> None:
-    """Flag the best cell(s) of each group (ties at the displayed precision all count)."""
+    """Flag the best cell(s) of each group (ties at the displayed precision all count); a cell whose mean includes
+    a collapsed run (`collapsed`) is never best, and does not compete."""
     groups: dict[Any, list[dict[str, Any]]] = {}
     for cell in cells:
-        if cell["mean"] == cell["mean"]:
+        if cell["mean"] == cell["mean"] and not cell.get("collapsed"):
             groups.setdefault(group(cell), []).append(cell)
     for members in groups.values():
         up = higher(members[0]) if callable(higher) else higher
@@ -64,6 +71,8 @@ def make_table(cells: list[dict[str, Any]], title: str, row_header: str, notes: 
     extra = [k for cell in cells for k in cell if k not in CELL_COLUMNS]
     table = pd.DataFrame(cells, columns=[*CELL_COLUMNS, *dict.fromkeys(extra)])
     table["best"] = table["best"].astype(bool)
+    if "collapsed" in table:  # only cells whose mean includes a collapsed run carry it
+        table["collapsed"] = table["collapsed"].eq(True)
     table["n"] = table["n"].astype(int)
     table.attrs.update(title=title, row_header=row_header, notes=list(notes), left=list(left))
     return table

@@ -50,6 +50,9 @@ th { background: #f6f8fa; }
 th.left, td.left, tbody th { text-align: left; }
 td.best { font-weight: 700; background: #dafbe1; }
 td.missing { color: #8c959f; }
+td.collapsed { color: #8c959f; }
+.badge { display: inline-block; font-size: 11px; font-weight: 700; line-height: 1.3; padding: 0 6px;
+         margin-left: 6px; border-radius: 8px; color: #ffffff; background: #cf222e; vertical-align: middle; }
 tr:nth-child(even) td { background-color: #fbfcfd; }
 tr:nth-child(even) td.best { background: #dafbe1; }
 .scroll { overflow-x: auto; max-width: 100%; }
@@ -82,6 +85,12 @@ def note(text: str) -> str:
     return f'<p class="note">{esc(text)}</p>\n'
 
 
+def badge(text: str, title: str = "") -> str:
+    """A small coloured label shown beside a name (e.g. `collapsed` beside a run), with a tooltip."""
+    tip = f' title="{esc(title)}"' if title else ""
+    return f'<span class="badge"{tip}>{esc(text)}</span>'
+
+
 def notes_list(notes: Iterable[str]) -> str:
     """Table notes as a small list ('' without notes)."""
     items = "".join(f"<li>{esc(n)}</li>" for n in notes)
@@ -90,7 +99,7 @@ def notes_list(notes: Iterable[str]) -> str:
 
 def cells_table(cells: pd.DataFrame, table_id: str) -> str:
     """A cell frame (`bench.reporting.tables`) as a <table>: its title as caption, best cells bold, missing
-    cells "—", then its notes."""
+    cells "—", a cell whose mean includes a collapsed run greyed with a badge, then its notes."""
     columns, rows = grid(cells)
     row_header = cells.attrs.get("row_header", "row")
     left = set(cells.attrs.get("left", []))
@@ -100,25 +109,29 @@ def cells_table(cells: pd.DataFrame, table_id: str) -> str:
     for label, found in rows:
         tds = []
         for column, cell in zip(columns, found):
+            collapsed = cell is not None and cell.get("collapsed") is True
             classes = [name for name, on in (("left", column in left), ("best", cell is not None and cell.get("best")),
-                                             ("missing", cell is None)) if on]
+                                             ("missing", cell is None), ("collapsed", collapsed)) if on]
             title = esc(cell.get("note")) if cell is not None and isinstance(cell.get("note"), str) else ""
             attrs = (f' class="{" ".join(classes)}"' if classes else "") + (f' title="{title}"' if title else "")
-            tds.append(f"<td{attrs}>{esc(cell_text(cell))}</td>")
+            mark = badge("collapsed", "the mean includes a collapsed run: not a result") if collapsed else ""
+            tds.append(f"<td{attrs}>{esc(cell_text(cell))}{mark}</td>")
         body.append(f'<tr><th scope="row">{esc(label)}</th>{"".join(tds)}</tr>')
     caption = f"<caption>{esc(cells.attrs.get('title', ''))}</caption>" if cells.attrs.get("title") else ""
     return (f'<div class="scroll"><table id="{esc(table_id)}">{caption}<thead><tr>{head}</tr></thead>'
             f'<tbody>{"".join(body)}</tbody></table></div>\n' + notes_list(cells.attrs.get("notes") or []))
 
 
-def frame_table(frame: pd.DataFrame, table_id: str, caption: str, left: Sequence[str] = ()) -> str:
-    """A plain frame as a <table> with a caption (columns in `left`, and text columns, left-aligned)."""
+def frame_table(frame: pd.DataFrame, table_id: str, caption: str, left: Sequence[str] = (),
+                html_columns: Sequence[str] = ()) -> str:
+    """A plain frame as a <table> with a caption (columns in `left`, and text columns, left-aligned); the values
+    of `html_columns` are HTML already (escaped by the caller), every other value is escaped here."""
     columns = [str(c) for c in frame.columns]
     aligned = set(left) | {c for c in columns if not pd.api.types.is_numeric_dtype(frame[c])}
     head = "".join(f'<th{LEFT if c in aligned else ""}>{esc(c)}</th>' for c in columns)
     body = []
     for record in frame.itertuples(index=False, name=None):
-        body.append("<tr>" + "".join(f'<td{LEFT if c in aligned else ""}>{esc(v)}</td>'
+        body.append("<tr>" + "".join(f'<td{LEFT if c in aligned else ""}>{v if c in html_columns else esc(v)}</td>'
                                      for c, v in zip(columns, record)) + "</tr>")
     return (f'<div class="scroll"><table id="{esc(table_id)}"><caption>{esc(caption)}</caption>'
             f'<thead><tr>{head}</tr></thead><tbody>{"".join(body)}</tbody></table></div>\n')

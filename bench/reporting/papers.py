@@ -48,9 +48,9 @@ def paper_note(encoder: str, family: str, paper_family: str, source: str) -> str
 
 
 def paper_cells(row: str, method: str, ours: list[float], published: float, note: str,
-                digits: int) -> list[dict[str, Any]]:
-    """The cells of one vs-paper row."""
-    mine = value_cell(row, "ours acc", ours, digits=digits)
+                digits: int, collapsed: bool = False) -> list[dict[str, Any]]:
+    """The cells of one vs-paper row (`collapsed`: our mean includes a collapsed run, marked †)."""
+    mine = value_cell(row, "ours acc", ours, digits=digits, collapsed=collapsed)
     gap = mine["mean"] - published
     return [
         text_cell(row, "ours", method),

@@ -9,6 +9,7 @@ from typing import Any
 import pandas as pd
 
 from bench.errors import BenchError
+from bench.reporting.collapsed import Split, asked_for, flag_runs, split_runs
 from bench.reporting.figures import RunInfo, distinct_labels, read_history
 
 SUMMARY_SELECTION = {"evaluator": "clean", "split": "test", "label": ""}
@@ -41,12 +42,13 @@ def curve_metrics(frame: pd.DataFrame) -> list[str]:
 
 # ----------------------------------------------------------------------------------------------- summary
 
-def select_rows(rows: Sequence[dict[str, Any]], metric: str, filters: list[str]) -> pd.DataFrame:
+def select_rows(rows: Sequence[dict[str, Any]], metric: str, filters: list[str]) -> Split:
     """Rows of one metric: evaluator clean, split test, overall label, unless a filter names those columns
-    (filters as in `bench results`: `column=value[,value]`, all must hold)."""
+    (filters as in `bench results`: `column=value[,value]`, all must hold), split by the collapsed-run policy
+    (bench.reporting.collapsed: collapsed runs left out unless a filter names `collapsed`)."""
     from bench.reporting.resultsview import apply_filters, parse_filter
 
-    frame = pd.DataFrame(list(rows))
+    frame = flag_runs(pd.DataFrame(list(rows)))
     if frame.empty:
         raise BenchError("no finished runs to summarise; run `bench run` first or give --results-dir")
     named = {parse_filter(text)[0] for text in filters}
@@ -57,12 +59,13 @@ def select_rows(rows: Sequence[dict[str, Any]], metric: str, filters: list[str])
     if not keep.any():
         raise BenchError(f"no {SUMMARY_SELECTION} rows for metric {metric!r}; change --metric (e.g. accuracy, "
                          "macro_f1) or --filter")
-    selected = apply_filters(frame[keep], filters)
-    repeated = selected["run_key"].value_counts()
+    split = split_runs(apply_filters(frame[keep], filters), include=asked_for(filters))
+    split.need(f"{metric} rows", "change --filter")
+    repeated = split.kept["run_key"].value_counts()
     if repeated.max() > 1:
         raise BenchError(f"run {repeated.index[0]} has {repeated.max()} rows of {metric} (several evaluator "
                          "settings or labels); narrow them with --filter, e.g. eval_hash=... or label=...")
-    return selected
+    return split
 
 
 def summary_frame(selected: pd.DataFrame) -> pd.DataFrame:

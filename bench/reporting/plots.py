@@ -26,6 +26,7 @@ from bench.errors import BenchError
 from bench.reporting.figures import (ANNOTATE_MAX, COLUMN_WIDTH, PAGE_WIDTH, Plot, RunInfo, class_names,
                                      distinct_labels, draw_heatmap, heatmap_size, new_figure, read_confusion,
                                      read_ldm, read_ldm_updates, read_tsne, run_info, short, styled)
+from bench.reporting.collapsed import MARK
 from bench.reporting.plotdata import curve_metrics, curve_records, select_rows, summary_frame
 
 MAX_PANELS = 12  # LDM evolution: at most this many heatmaps
@@ -266,7 +267,8 @@ def summary_plot(rows: Sequence[dict[str, Any]], metric: str = "accuracy",
     """Mean ± std over seeds of a test metric per method, one facet per dataset
     (`summary[-<metric>][_<filters>]`); dots are single seeds; data: the aggregated frame."""
     filters = list(filters or [])
-    selected = select_rows(rows, metric, filters)
+    split = select_rows(rows, metric, filters)
+    selected, marked = split.kept, split.cells(["dataset", "encoder", "method"])
     frame = summary_frame(selected)
     datasets = list(dict.fromkeys(frame["dataset"]))
     several_encoders = frame["encoder"].nunique() > 1
@@ -279,25 +281,27 @@ def summary_plot(rows: Sequence[dict[str, Any]], metric: str = "accuracy",
     axes = np.atleast_1d(figure.subplots(rows_n, columns, squeeze=False)).ravel()
     for ax, dataset in zip(axes, datasets):
         draw_summary_facet(ax, frame[frame["dataset"] == dataset], selected[selected["dataset"] == dataset],
-                           palette, several_encoders)
+                           palette, several_encoders, {(e, m) for d, e, m in marked if d == dataset})
         ax.set_title(dataset)
     for ax in axes[len(datasets):]:
         ax.set_axis_off()
     axes[0].set_ylabel(f"test {metric}" if selected["split"].eq("test").all() else metric)
-    figure.suptitle("mean ± std over seeds (dots: single seeds)", fontsize=7)
+    figure.suptitle("\n".join(["mean ± std over seeds (dots: single seeds)", *split.notes()]), fontsize=7)
     return Plot(summary_stem(metric, filters), figure, frame)
 
 
 def draw_summary_facet(ax: Axes, frame: pd.DataFrame, selected: pd.DataFrame, palette: dict[str, Any],
-                       several_encoders: bool) -> None:
-    """One dataset: a point with a std error bar per method (and encoder), seeds as small dots."""
+                       several_encoders: bool, marked: set[tuple[str, str]] = frozenset()) -> None:
+    """One dataset: a point with a std error bar per method (and encoder), seeds as small dots; the labels of
+    marked (encoder, method) pairs, whose mean includes a collapsed run, end in † (collapsed.MARK)."""
     for x, entry in enumerate(frame.itertuples(index=False)):
         values = selected[(selected["method"] == entry.method) & (selected["encoder"] == entry.encoder)]["value"]
         offsets = np.linspace(-0.06, 0.06, len(values)) if len(values) > 1 else np.zeros(1)
         ax.scatter(x + offsets + 0.22, values, s=5, color="0.55", linewidths=0, zorder=2)
         ax.errorbar(x, entry.mean, yerr=0 if math.isnan(entry.std) else entry.std, fmt="o", markersize=4,
                     capsize=2.5, elinewidth=1, color=palette[entry.method], zorder=3)
-    labels = [f"{m}\n{e}" if several_encoders else m for m, e in zip(frame["method"], frame["encoder"])]
+    labels = [(f"{m}\n{e}" if several_encoders else m) + (MARK if (e, m) in marked else "")
+              for m, e in zip(frame["method"], frame["encoder"])]
     ax.set_xticks(range(len(labels)), labels, rotation=45, ha="right", rotation_mode="anchor")
     ax.set_xlim(-0.6, len(labels) - 0.4)
     ax.grid(axis="y", linewidth=0.4, alpha=0.5)

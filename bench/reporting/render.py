@@ -1,7 +1,8 @@
 """Render cell frames (`bench.reporting.tables`) as Markdown, LaTeX (booktabs) or CSV, and write them to a reports folder.
 
 Output depends only on the cell frame: rows and columns appear in the order of their first cell, a missing
-cell shows "—", best cells are bold, table notes follow the table.
+cell shows "—", best cells are bold (a cell marked † for a collapsed run never is: `bench.reporting.collapsed`),
+table notes follow the table.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ MISSING = "—"
 LATEX_SPECIAL = {
     "\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_", "{": r"\{",
     "}": r"\}", "~": r"\textasciitilde{}", "^": r"\textasciicircum{}", "±": r"$\pm$", "—": "---", "−": "$-$",
-    "Δ": r"$\Delta$", "→": r"$\to$", "·": r"$\cdot$", "<": r"$<$", ">": r"$>$",
+    "Δ": r"$\Delta$", "→": r"$\to$", "·": r"$\cdot$", "<": r"$<$", ">": r"$>$", "†": r"\textdagger{}",
 }
 LATEX_PATTERN = re.compile("|".join(re.escape(k) for k in LATEX_SPECIAL))
 SLUG_LIMIT = 80

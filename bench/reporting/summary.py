@@ -1,4 +1,7 @@
-"""A compact mean ± std table over seeds, printed after `bench run`."""
+"""A compact mean ± std table over seeds, printed after `bench run`.
+
+Collapsed runs follow `bench.reporting.collapsed`: left out of every mean, and said so next to the numbers (a
+`note` column, or "collapsed — not a result" where every run of a method collapsed)."""
 
 from __future__ import annotations
 
@@ -7,23 +10,39 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from bench.reporting.collapsed import MARK, split_runs
+
 KEYS = ["dataset", "encoder", "method"]
+COLLAPSED = "collapsed"  # shown instead of the numbers of a method whose every run collapsed
+NOT_A_RESULT = "collapsed — not a result"
 
 
 def summary_table(rows: list[dict[str, Any]]) -> pd.DataFrame:
-    """Per dataset x encoder x method: seeds, test accuracy and macro-F1 (mean ± std, in %), wall time."""
+    """Per dataset x encoder x method: seeds, test accuracy and macro-F1 (mean ± std, in %), wall time. Collapsed
+    runs are left out of the means (`seeds` counts the others); when there are any, a `note` column says how
+    many, and a method whose every run collapsed shows "collapsed" instead of numbers."""
     frame = pd.DataFrame(rows)
     if frame.empty:
         return frame
     frame = frame[(frame["evaluator"] == "clean") & (frame["split"] == "test") & (frame["label"] == "")]
-    wide = frame.pivot_table(index=[*KEYS, "seed"], columns="metric", values="value").reset_index()
-    wall = frame.groupby([*KEYS, "seed"])["wall_seconds"].first().reset_index()
-    wide = wide.merge(wall, on=[*KEYS, "seed"])
+    split = split_runs(frame)
+    wall = frame.groupby([*KEYS, "seed"])["wall_seconds"].first().groupby(KEYS).mean()  # time spent: every run
+    lost = frame[frame["run_key"].isin(split.keys)].groupby(KEYS)["seed"].nunique() if split.keys else {}
+    kept = split.kept
+    groups = {} if kept.empty else dict(list(
+        kept.pivot_table(index=[*KEYS, "seed"], columns="metric", values="value").reset_index().groupby(KEYS)))
     out = []
-    for keys, group in wide.groupby(KEYS, sort=True):
-        out.append({**dict(zip(KEYS, keys)), "seeds": len(group),
-                    "accuracy": mean_std(group["accuracy"]), "macro_f1": mean_std(group["macro_f1"]),
-                    "wall_s": f"{group['wall_seconds'].mean():.0f}"})
+    for keys in wall.index:  # every dataset x encoder x method, sorted
+        group = groups.get(keys)
+        row = {**dict(zip(KEYS, keys)), "seeds": 0 if group is None else len(group),
+               "accuracy": COLLAPSED if group is None else mean_std(group["accuracy"]),
+               "macro_f1": COLLAPSED if group is None else mean_std(group["macro_f1"]),
+               "wall_s": f"{wall[keys]:.0f}"}
+        if split.keys:
+            n_lost = int(lost.get(keys, 0))
+            row["note"] = NOT_A_RESULT if group is None else \
+                f"{n_lost} collapsed seed(s) left out — not results" if n_lost else ""
+        out.append(row)
     return pd.DataFrame(out)
 
 
@@ -48,21 +67,27 @@ def overall_evaluator_rows(frame: pd.DataFrame) -> pd.DataFrame:
     return frame[keep]
 
 
-def evaluation_table(rows: list[dict[str, Any]]) -> pd.DataFrame:
+def evaluation_table(rows: list[dict[str, Any]], include_collapsed: bool = False) -> pd.DataFrame:
     """Per dataset x encoder x method x evaluator settings x metric: seeds and value (mean ± std over seeds).
 
-    Only overall rows are shown (not per-label, per-test or per-capability ones) and no skip markers."""
+    Only overall rows are shown (not per-label, per-test or per-capability ones) and no skip markers. Collapsed
+    runs (known from the clean rows among `rows`) are left out, or with `include_collapsed` kept and marked †;
+    the table's `attrs["notes"]` says which."""
     frame = pd.DataFrame(rows)
     if frame.empty:
         return frame
-    frame = overall_evaluator_rows(frame)
+    split = split_runs(overall_evaluator_rows(frame), frame, include_collapsed)
     out = []
     group_keys = [*KEYS, "evaluator", "eval_hash", "split", "metric"]  # never average different settings
-    for keys, group in frame.groupby(group_keys, sort=True):
+    flagged = split.cells(group_keys)
+    for keys, group in split.kept.groupby(group_keys, sort=True):
         values = group["value"].astype(float)
         text = f"{values.mean():.4g}" if len(values) < 2 else f"{values.mean():.4g} ± {values.std(ddof=1):.2g}"
-        out.append({**dict(zip(group_keys, keys)), "seeds": len(group), "value": text})
-    return pd.DataFrame(out)
+        out.append({**dict(zip(group_keys, keys)), "seeds": len(group),
+                    "value": f"{text} {MARK}" if keys in flagged else text})
+    table = pd.DataFrame(out)
+    table.attrs["notes"] = split.notes()
+    return table
 
 
 # ----------------------------------------------------------------------------------------------- after a run
@@ -88,11 +113,12 @@ def results_table(rows: list[dict[str, Any]], predictions: dict[str, pd.DataFram
     table = summary_table(rows)
     if table.empty or not predictions:
         return table
-    runs = clean_accuracy(pd.DataFrame(rows)).groupby([*KEYS, "seed"])["run_key"].first().to_dict()
+    kept = split_runs(clean_accuracy(pd.DataFrame(rows))).kept  # no paired difference with a collapsed run
+    runs = kept.groupby([*KEYS, "seed"])["run_key"].first().to_dict()
     column = []
     for _, row in table.iterrows():
         column.append(paired_delta(runs, predictions, row["dataset"], row["encoder"], row["method"], baseline))
-    table.insert(len(table.columns) - 1, f"Δacc vs {baseline} [95% CI]", column)
+    table.insert(table.columns.get_loc("wall_s"), f"Δacc vs {baseline} [95% CI]", column)
     return table
 
 
@@ -118,11 +144,12 @@ def paired_delta(runs: dict[tuple, str], predictions: dict[str, pd.DataFrame], d
 
 def evaluator_lines(rows: list[dict[str, Any]]) -> list[str]:
     """One line per evaluator: its headline metric per method (mean over seeds; overall rows of the first
-    settings), or why it was skipped."""
-    frame = pd.DataFrame(rows)
-    if frame.empty or "evaluator" not in frame:
+    settings), or why it was skipped. Runs flagged collapsed in the clean rows among `rows` are left out of the
+    means and said so: "(1 collapsed run(s) left out)", or "collapsed — not a result" for a method with no other."""
+    everything = pd.DataFrame(rows)
+    if everything.empty or "evaluator" not in everything:
         return []
-    frame = frame[frame["evaluator"] != "clean"]
+    frame = everything[everything["evaluator"] != "clean"]
     lines = []
     for evaluator, group in frame.groupby("evaluator", sort=True):
         skipped = group[group["metric"] == "skipped"]
@@ -136,10 +163,21 @@ def evaluator_lines(rows: list[dict[str, Any]]) -> list[str]:
                          f"evaluator={evaluator}`)")
             continue
         chosen = overall[(overall["metric"] == metric) & (overall["eval_hash"] == overall["eval_hash"].iloc[0])]
-        means = chosen.groupby(["dataset", "encoder", "method"])["value"].mean()
-        several = means.index.droplevel("method").nunique() > 1
-        parts = [f"{d}/{e}/{m}" if several else m for d, e, m in means.index]
-        parts = [f"{name} {100 * v:.1f}%" if percent else f"{name} {v:.3f}" for name, v in zip(parts, means)]
+        split = split_runs(chosen, everything)
+        means = split.kept.groupby(KEYS)["value"].mean().to_dict()
+        lost = chosen[chosen["run_key"].isin(split.keys)].groupby(KEYS)["run_key"].nunique().to_dict() \
+            if split.keys else {}
+        cells = sorted(set(means) | set(lost))
+        several = len({(d, e) for d, e, _ in cells}) > 1
+        parts = []
+        for d, e, m in cells:
+            name = f"{d}/{e}/{m}" if several else m
+            if (d, e, m) not in means:
+                parts.append(f"{name} {NOT_A_RESULT}")
+                continue
+            v = means[d, e, m]
+            left_out = f" ({lost[d, e, m]} collapsed run(s) left out)" if (d, e, m) in lost else ""
+            parts.append((f"{name} {100 * v:.1f}%" if percent else f"{name} {v:.3f}") + left_out)
         better = "lower" if lower else "higher"
         lines.append(f"{evaluator}: {what} ({better} is better): {', '.join(parts)}")
     return lines

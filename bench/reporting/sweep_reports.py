@@ -14,9 +14,10 @@ from bench.results import store
 def heatmap_run(rows: list[dict[str, Any]]) -> str | None:
     """The run whose heatmaps are drawn: the first seed of a clld run (its label distances), else of the most
     accurate method."""
+    from bench.reporting.collapsed import split_runs
     from bench.reporting.tables import clean_accuracy
 
-    clean = clean_accuracy(pd.DataFrame(rows))
+    clean = split_runs(clean_accuracy(pd.DataFrame(rows))).kept  # never a collapsed run's heatmaps
     if clean.empty:
         return None
     clld = clean[clean["method"].str.startswith("clld")].sort_values(["method", "seed"])

@@ -2,6 +2,8 @@
 tidy cell frames (`bench.reporting.cellframes`) that `bench.reporting.render` turns into text.
 
 Accuracies and rates are shown in percent, mean ± sample std over seeds (n seeds); one seed shows no std.
+Collapsed runs follow `bench.reporting.collapsed`: left out of every mean and named in a note, or, with
+`include_collapsed` (a `--filter collapsed=...`), kept in cells marked † that are never best.
 """
 
 from __future__ import annotations
@@ -15,14 +17,16 @@ import pandas as pd
 
 from bench.reporting import stats
 from bench.errors import BenchError
-from bench.reporting.cellframes import (DIGITS, MISSING, format_p, make_table, mark_best, need, text_cell,
-                                        value_cell)
+from bench.reporting.cellframes import DIGITS, MISSING, format_p, make_table, mark_best, text_cell, value_cell
+from bench.reporting.collapsed import MARK, split_runs
+from bench.reporting.evalsettings import settings_labels, settings_notes
 from bench.reporting.papers import PAPER_MAP, card_papers, encoder_family, paper_cells, paper_note
 from bench.reporting.resultsview import as_text
 
 METHOD_ORDER = ("ce", "cl", "clld-static", "clld-adaptive", "supcon", "lcl", "cline", "dcl")
 ABLATION_METHODS = ("ce", "cl", "clld-static", "clld-adaptive")
 SIGNIFICANCE = 0.05
+CELL = ["dataset", "encoder", "method"]  # the rows averaged into one cell, over seeds
 
 # robustness columns: (evaluator, attack mode or "" for any, metric, header, higher is better)
 ROBUSTNESS = (
@@ -35,15 +39,6 @@ ROBUSTNESS = (
     ("textfooler", "transfer", "adversarial_accuracy", "TF transfer adv-only acc", True),
     ("checklist", "", "failure_rate", "CheckList failure rate", False),
 )
-# columns that identify a run, its provenance or a metric; every other evaluator column is a setting
-NOT_SETTINGS = {"run_key", "method", "dataset", "encoder", "seed", "evaluator", "split", "metric", "label",
-                "value", "n", "note", "test", "capability", "type", "config_hash", "method_version",
-                "data_fingerprint",
-                "best_epoch", "epochs_run", "wall_seconds", "train_seconds", "clbench_version", "git_commit",
-                "torch_version", "transformers_version", "python_version", "device", "host", "slurm_job", "finished_at",
-                "eval_hash", "eval_seconds", "cpu_threads", "collapsed", "compiled", "length_bucket",
-                "deterministic",
-                "build_seconds", "prepare_seconds", "tokenize_seconds", "test_seconds"}
 
 
 # ----------------------------------------------------------------------------------------------- rows
@@ -80,42 +75,46 @@ def table_rows(table: str, frame: pd.DataFrame) -> pd.DataFrame:
 
 # ----------------------------------------------------------------------------------------------- tables
 
-def paper_ii(frame: pd.DataFrame, digits: int = DIGITS) -> pd.DataFrame:
+def paper_ii(frame: pd.DataFrame, digits: int = DIGITS, include_collapsed: bool = False) -> pd.DataFrame:
     """Test accuracy with datasets as rows and encoder x method as columns; best per dataset marked."""
-    accuracy = clean_accuracy(frame)
-    need(accuracy, "clean test accuracy rows", "run `bench run` or loosen --filter")
+    split = split_runs(clean_accuracy(frame), frame, include_collapsed)
+    split.need("clean test accuracy rows", "run `bench run` or loosen --filter")
+    accuracy, flagged = split.kept, split.cells(CELL)
     columns = [(e, m) for e in sorted(accuracy["encoder"].unique())
                for m in sorted(accuracy.loc[accuracy["encoder"] == e, "method"].unique(), key=method_key)]
     values = accuracy.groupby(["dataset", "encoder", "method"])["value"].apply(list).to_dict()
-    cells = [value_cell(d, f"{e} {m}", values.get((d, e, m), []), digits=digits)
+    cells = [value_cell(d, f"{e} {m}", values.get((d, e, m), []), digits=digits, collapsed=(d, e, m) in flagged)
              for d in sorted(accuracy["dataset"].unique()) for e, m in columns]
     mark_best(cells, lambda c: c["row"], digits=digits)
     return make_table(cells, "Test accuracy (%): mean ± std over seeds (n seeds); best per dataset in bold",
-                      "dataset", ["— = no finished run"])
+                      "dataset", ["— = no finished run", *split.notes()])
 
 
-def ablation(frame: pd.DataFrame, digits: int = DIGITS) -> pd.DataFrame:
+def ablation(frame: pd.DataFrame, digits: int = DIGITS, include_collapsed: bool = False) -> pd.DataFrame:
     """Test accuracy of ce, cl, clld-static and clld-adaptive (rows) on each dataset (columns)."""
-    accuracy = table_rows("ablation", frame)
-    need(accuracy, f"runs of {', '.join(ABLATION_METHODS)}", "run them with `bench run --methods "
-         f"{','.join(ABLATION_METHODS)}` or loosen --filter")
+    split = split_runs(table_rows("ablation", frame), frame, include_collapsed)
+    split.need(f"runs of {', '.join(ABLATION_METHODS)}", "run them with `bench run --methods "
+               f"{','.join(ABLATION_METHODS)}` or loosen --filter")
+    accuracy, flagged = split.kept, split.cells(CELL)
     encoders = sorted(accuracy["encoder"].unique())
     pairs = sorted(set(zip(accuracy["dataset"], accuracy["encoder"])))
     values = accuracy.groupby(["dataset", "encoder", "method"])["value"].apply(list).to_dict()
-    cells = [value_cell(m, d if len(encoders) == 1 else f"{d} {e}", values.get((d, e, m), []), digits=digits)
+    cells = [value_cell(m, d if len(encoders) == 1 else f"{d} {e}", values.get((d, e, m), []), digits=digits,
+                        collapsed=(d, e, m) in flagged)
              for m in ABLATION_METHODS for d, e in pairs]
     mark_best(cells, lambda c: c["column"], digits=digits)
     title = "Ablation: test accuracy (%), mean ± std over seeds (n seeds); best per column in bold"
     if len(encoders) == 1:
         title += f"; encoder {encoders[0]}"
-    return make_table(cells, title, "method", ["— = no finished run"])
+    return make_table(cells, title, "method", ["— = no finished run", *split.notes()])
 
 
-def robustness(frame: pd.DataFrame, digits: int = DIGITS) -> pd.DataFrame:
+def robustness(frame: pd.DataFrame, digits: int = DIGITS, include_collapsed: bool = False) -> pd.DataFrame:
     """Per method: contrast-set Ori/Rev/Con, TextFooler accuracy under attack and success rate (adaptive;
     transfer in separate columns), CheckList failure rate; each evaluator setting kept apart."""
-    rows = evaluator_rows(frame)
-    need(rows, "evaluator rows (contrast, textfooler, checklist)", "score runs with `bench evaluate RUN`")
+    split = split_runs(evaluator_rows(frame), frame, include_collapsed)  # evaluator rows: flags from clean rows
+    split.need("evaluator rows (contrast, textfooler, checklist)", "score runs with `bench evaluate RUN`")
+    rows = split.kept
     if "attack_mode" not in rows:
         rows = rows.assign(attack_mode="")
     groups = sorted(set(zip(rows["dataset"], rows["encoder"])))
@@ -124,6 +123,7 @@ def robustness(frame: pd.DataFrame, digits: int = DIGITS) -> pd.DataFrame:
         specs.setdefault((evaluator, mode), []).append((metric, header, higher))
     columns: dict[str, bool] = {}           # header -> higher is better, in display order
     found: dict[tuple[str, str, str, str], list[float]] = {}   # (dataset, encoder, method, header) -> values
+    flagged: set[tuple[str, str, str, str]] = set()            # the cells of `found` holding a collapsed run
     used: set[tuple[str, str]] = set()      # (evaluator, eval_hash) shown
     for dataset, encoder in groups:
         here = rows[(rows["dataset"] == dataset) & (rows["encoder"] == encoder)]
@@ -142,6 +142,7 @@ def robustness(frame: pd.DataFrame, digits: int = DIGITS) -> pd.DataFrame:
                     columns.setdefault(name, higher)
                     for method, group in chosen.groupby("method"):
                         found.setdefault((dataset, encoder, method, name), []).extend(group["value"])
+                    flagged |= {(dataset, encoder, m, name) for (m,) in split.cells(["method"], chosen)}
     if not found:
         raise BenchError("no robustness metrics (contrast, textfooler, checklist) in the selection; score runs "
                          "with `bench evaluate RUN --evaluators contrast,textfooler,checklist`")
@@ -152,7 +153,8 @@ def robustness(frame: pd.DataFrame, digits: int = DIGITS) -> pd.DataFrame:
     for dataset, encoder, method in methods:
         label = f"{dataset} {encoder} {method}" if several else method
         for name in columns:
-            cell = value_cell(label, name, found.get((dataset, encoder, method, name), []), digits=digits)
+            cell = value_cell(label, name, found.get((dataset, encoder, method, name), []), digits=digits,
+                              collapsed=(dataset, encoder, method, name) in flagged)
             cell["group"] = (dataset, encoder)
             cells.append(cell)
     mark_best(cells, lambda c: (c["group"], c["column"]), lambda c: columns[c["column"]], digits=digits)
@@ -161,42 +163,12 @@ def robustness(frame: pd.DataFrame, digits: int = DIGITS) -> pd.DataFrame:
     notes = [("values in %: Ori/Rev = accuracy on original/contrast examples, Con = both right; "
               "TF = TextFooler; best per column in bold (lowest for success and failure rates); "
               "— = not evaluated with these settings")]
-    notes += [f"{evaluator} {h}: {describe_settings(rows, evaluator, h)}" for evaluator, h in sorted(used)]
-    notes += skipped_notes(frame)
+    notes += settings_notes(rows, used)  # the settings of each evaluator column, told apart
+    notes += skipped_notes(frame) + split.notes()
     title = "Robustness: mean ± std over seeds (n seeds)"
     if not several:
         title += f" on {shown[0][0]} ({shown[0][1]})"
     return make_table(cells, title, "dataset encoder method" if several else "method", notes)
-
-
-def setting_columns(rows: pd.DataFrame) -> list[str]:
-    """The evaluator-setting columns among `rows`' columns."""
-    return [c for c in rows.columns if c not in NOT_SETTINGS]
-
-
-def settings_of(rows: pd.DataFrame, eval_hash: str) -> dict[str, str]:
-    """The non-empty settings of the rows with `eval_hash` (first value of each setting column)."""
-    part = rows[rows["eval_hash"] == eval_hash]
-    out = {}
-    for column in setting_columns(part):
-        values = [v for v in as_text(part[column]) if v]
-        if values:
-            out[column] = values[0]
-    return out
-
-
-def settings_labels(rows: pd.DataFrame, hashes: list[str]) -> dict[str, str]:
-    """A short label per evaluator setting: the settings that differ among `hashes` (else the hash)."""
-    settings = {h: settings_of(rows, h) for h in hashes}
-    names = sorted({k for s in settings.values() for k in s})
-    differ = [k for k in names if len({s.get(k, "") for s in settings.values()}) > 1]
-    return {h: ", ".join(f"{k}={settings[h].get(k, '')}" for k in differ) or f"eval_hash={h}" for h in hashes}
-
-
-def describe_settings(rows: pd.DataFrame, evaluator: str, eval_hash: str) -> str:
-    """`key=value, ...` for one evaluator setting."""
-    settings = settings_of(rows[rows["evaluator"] == evaluator], eval_hash)
-    return ", ".join(f"{k}={v}" for k, v in settings.items()) or "default settings"
 
 
 def skipped_notes(frame: pd.DataFrame) -> list[str]:
@@ -210,13 +182,15 @@ def skipped_notes(frame: pd.DataFrame) -> list[str]:
 
 
 def compare(frame: pd.DataFrame, predictions: Mapping[str, pd.DataFrame], baseline: str = "ce",
-            n_resamples: int = stats.N_RESAMPLES, seed: int = stats.BOOTSTRAP_SEED) -> pd.DataFrame:
+            n_resamples: int = stats.N_RESAMPLES, seed: int = stats.BOOTSTRAP_SEED,
+            include_collapsed: bool = False) -> pd.DataFrame:
     """Every other method against `baseline` per dataset x encoder on the same test items: Δ accuracy, paired
     bootstrap 95% CI and p, McNemar p per seed, Benjamini-Hochberg q over the table, * at q < 0.05.
 
     `predictions` maps run keys to `stats.load_predictions` frames."""
-    accuracy = clean_accuracy(frame)
-    need(accuracy, "clean test accuracy rows", "run `bench run` or loosen --filter")
+    split = split_runs(clean_accuracy(frame), frame, include_collapsed)
+    split.need("clean test accuracy rows", "run `bench run` or loosen --filter")
+    accuracy = split.kept
     if baseline not in set(accuracy["method"]):
         raise BenchError(f"baseline {baseline!r} has no finished runs in the selection; methods there: "
                          f"{', '.join(sorted(accuracy['method'].unique(), key=method_key))} (use --baseline)")
@@ -248,8 +222,12 @@ def compare(frame: pd.DataFrame, predictions: Mapping[str, pd.DataFrame], baseli
         raise BenchError(f"no method besides the baseline {baseline!r} on the datasets it ran on; nothing to compare")
     qvalues = stats.bh_adjust([r.bootstrap.pvalue if r.bootstrap else math.nan for *_, r in results])
     cells = []
+    flagged = split.cells(CELL)
     for (dataset, encoder, method, result), q in zip(results, qvalues):
-        cells += comparison_cells(f"{dataset} {encoder} {method}" if several else method, result, q)
+        row = comparison_cells(f"{dataset} {encoder} {method}" if several else method, result, q)
+        if {(dataset, encoder, method), (dataset, encoder, baseline)} & flagged and row[0]["text"] != MISSING:
+            row[0]["text"] += f" {MARK}"  # Δ of a pair that includes a collapsed run
+        cells += row
     title = f"Paired comparison with {baseline}: Δ = method − {baseline} test accuracy (points)"
     if not several:
         title += f" on {groups[0][0]} ({groups[0][1]})"
@@ -261,7 +239,8 @@ def compare(frame: pd.DataFrame, predictions: Mapping[str, pd.DataFrame], baseli
         (f"McNemar per seed (s<seed> p): exact binomial when discordant items < {stats.EXACT_BELOW}, "
          "else chi-square with continuity correction"),
     ]
-    return make_table(cells, title, "dataset encoder method" if several else "method", explained + notes)
+    return make_table(cells, title, "dataset encoder method" if several else "method",
+                      explained + notes + split.notes())
 
 
 def comparison_cells(row: str, result: stats.PairedComparison, q: float) -> list[dict[str, Any]]:
@@ -293,15 +272,16 @@ def comparison_cells(row: str, result: stats.PairedComparison, q: float) -> list
 
 
 def vs_paper(frame: pd.DataFrame, papers: Mapping[str, Mapping[str, Any]] | None = None,
-             digits: int = DIGITS) -> pd.DataFrame:
+             digits: int = DIGITS, include_collapsed: bool = False) -> pd.DataFrame:
     """Our mean test accuracy next to the published numbers of the dataset cards, with the gap (ours − paper).
 
     Card entries map to our methods by PAPER_MAP (e.g. clld_table2 `bert` -> ce, `bert+clld` ->
     clld-adaptive); for each of our encoders, the entries of the same encoder family are shown when a source
     has them, else all of the source's entries, noted "encoders differ"."""
     papers = card_papers() if papers is None else papers
-    accuracy = clean_accuracy(frame)
-    need(accuracy, "clean test accuracy rows", "run `bench run` or loosen --filter")
+    split = split_runs(clean_accuracy(frame), frame, include_collapsed)
+    split.need("clean test accuracy rows", "run `bench run` or loosen --filter")
+    accuracy, flagged = split.kept, split.cells(CELL)
     values = accuracy.groupby(["dataset", "encoder", "method"])["value"].apply(list).to_dict()
     datasets = sorted(d for d in accuracy["dataset"].unique() if papers.get(d))
     if not datasets:
@@ -321,11 +301,13 @@ def vs_paper(frame: pd.DataFrame, papers: Mapping[str, Mapping[str, Any]] | None
                     paper_family, method = mapping[key]
                     cells += paper_cells(f"{dataset} {encoder} · {source} {key}", method,
                                          values.get((dataset, encoder, method), []), float(published),
-                                         paper_note(encoder, family, paper_family, source), digits)
+                                         paper_note(encoder, family, paper_family, source), digits,
+                                         (dataset, encoder, method) in flagged)
     notes = ["gap = ours − paper in points; — = we have no finished run of the mapped method",
              "mapping: " + "; ".join(f"{source}: " + ", ".join(f"{k}→{m}" for k, (_, m) in entries.items())
                                      for source, entries in PAPER_MAP.items())]
     if unmapped:
         notes.append("paper entries without a counterpart, left out: " + ", ".join(unmapped))
+    notes += split.notes()
     return make_table(cells, "Ours vs published test accuracy (%)", "dataset encoder · paper entry", notes,
                       left=["ours", "note"])

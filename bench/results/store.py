@@ -212,13 +212,20 @@ def finished_rows(results_dir: Path) -> list[dict[str, Any]]:
 
 def run_rows(run_dir: Path) -> list[dict[str, Any]]:
     """A finished run's rows: training/clean rows, then each stored evaluation's rows (file-name order), these
-    with `eval_version`, the evaluator's version from the evaluation's stored settings."""
+    with `eval_version`, the evaluator's version from the evaluation's stored settings, and `eval_settings`
+    (those settings as canonical JSON) where rows stored before it was written lack it."""
     rows = list(read_json(run_dir / ROWS))
     for evaluation in sorted((run_dir / EVALS).glob("*.json")):
         if not evaluation.name.endswith(".error.json"):
             stored = read_json(evaluation)
-            version = (stored.get("settings") or {}).get("version")
-            rows.extend(row if version is None else {**row, "eval_version": version} for row in stored["rows"])
+            settings = stored.get("settings") or {}
+            for row in stored["rows"]:
+                row = dict(row)
+                if settings:
+                    row.setdefault("eval_settings", json.dumps(settings, sort_keys=True, default=str))
+                if settings.get("version") is not None:
+                    row["eval_version"] = settings["version"]
+                rows.append(row)
     return rows
 
 

@@ -17,12 +17,14 @@ import torch
 
 import bench.evaluators  # noqa: F401  (registers the evaluators)
 from bench.results import store
-from bench.data.loading import TextData, load_dataset, source_data_dir
+from bench.data.cards import Card
+from bench.data.loading import FOLDER, TextData, load_dataset, source_data_dir
 from bench.errors import BenchError, SkipEvaluator
-from bench.evaluators.base import Classifier, EvalContext, EvalOptions, Evaluator, as_evaluation, hash_settings
+from bench.evaluators.base import (Classifier, EvalContext, EvalOptions, Evaluator, as_evaluation, hash_settings,
+                                   settings_text)
 from bench.evaluators.model import MODEL_FILE, ModelClassifier, load_model, require_model
 from bench.running.provenance import provenance
-from bench.registry import EVALUATORS
+from bench.registry import DATASETS, EVALUATORS
 from bench.spec import RunSpec
 
 log = logging.getLogger(__name__)
@@ -44,6 +46,27 @@ class EvalOutcome:
 def build_evaluators(names: list[str]) -> list[Evaluator]:
     """An instance of each named evaluator."""
     return [EVALUATORS.get(name)() for name in names]
+
+
+def data_card(name: str, source: str) -> Card | None:
+    """The card of a run's data (its name and source as `TextData` records them); None for a folder given by
+    path, which has no card even when its name is a card's."""
+    return DATASETS.get(name) if name in DATASETS and not source.startswith(FOLDER) else None
+
+
+def options_for_data(options: EvalOptions, data: TextData) -> EvalOptions:
+    """The options an evaluation of a run on `data` uses: the user's, and for each option left unset the
+    dataset card's `eval_defaults` value (`EvalOptions.for_card`), so that a run is scored with the same settings
+    whatever else the command that scores it asks for."""
+    return options.for_card(data_card(data.name, data.source))
+
+
+def options_for_run(options: EvalOptions, run_dir: Path) -> EvalOptions:
+    """`options_for_data` for the run in `run_dir`, its data read from its spec.json (the options as given while
+    it has none)."""
+    spec = run_dir / store.SPEC
+    data = store.read_json(spec).get("data", {}) if spec.is_file() else {}
+    return options.for_card(data_card(str(data.get("name", "")), str(data.get("source", ""))))
 
 
 def evaluation_path(run_dir: Path, evaluator: Evaluator, options: EvalOptions) -> Path:
@@ -99,7 +122,8 @@ def adopt_unkept_files(run_dir: Path, evaluator: Evaluator, names: tuple[str, ..
 
 def is_done(run_dir: Path, evaluator: Evaluator, options: EvalOptions) -> bool:
     """Whether the evaluation is stored as finished with every file the options ask for (a stored skip is
-    retried: the missing resource may exist now)."""
+    retried: the missing resource may exist now); the options as they apply to the run (`options_for_run`)."""
+    options = options_for_run(options, run_dir)
     path = evaluation_path(run_dir, evaluator, options)
     if not (path.is_file() and store.read_json(path).get("status") == "done"):
         return False
@@ -112,7 +136,9 @@ def is_done(run_dir: Path, evaluator: Evaluator, options: EvalOptions) -> bool:
 def evaluate_run(spec: RunSpec, data: TextData, classifier: Classifier, run_dir: Path, evaluators: list[Evaluator],
                  options: EvalOptions, device: torch.device, overwrite: bool = False,
                  explicit: bool = True) -> list[EvalOutcome]:
-    """Run each evaluator on a trained classifier unless its rows for these settings are stored already."""
+    """Run each evaluator on a trained classifier unless its rows for these settings are stored already; the
+    options as they apply to the run's data (`options_for_data`)."""
+    options = options_for_data(options, data)
     outcomes = []
     for evaluator in evaluators:
         path = evaluation_path(run_dir, evaluator, options)
@@ -155,6 +181,7 @@ def run_one(spec: RunSpec, data: TextData, classifier: Classifier, run_dir: Path
     settings = evaluator.settings(options)  # may fingerprint files (attack data, vectors): once per evaluation
     meta = {"config_hash": spec.config_hash, "method_version": spec.method_version,
             "data_fingerprint": spec.data_fingerprint, "eval_hash": hash_settings(settings),
+            "eval_settings": settings_text(settings),
             "eval_seconds": round(seconds, 2), **provenance(device),
             "finished_at": datetime.now(timezone.utc).isoformat()}
     rows = [row_for(spec, evaluator.name, record, meta) for record in records]
@@ -175,8 +202,8 @@ def record_failure(spec: RunSpec, evaluator: Evaluator, path: Path, reason: str,
 
 
 def row_for(spec: RunSpec, evaluator: str, record: dict[str, Any], meta: dict[str, Any]) -> dict[str, Any]:
-    """A tidy result row: the run's identity, the evaluator's record, then `meta` (settings hash, timing,
-    provenance), shared by all rows of one evaluation."""
+    """A tidy result row: the run's identity, the evaluator's record, then `meta` (settings and their hash,
+    timing, provenance), shared by all rows of one evaluation."""
     return {"run_key": spec.key, "method": spec.method, "dataset": spec.dataset, "encoder": spec.encoder,
             "seed": spec.seed, "evaluator": evaluator, "label": "", "note": "", **record, **meta}
 

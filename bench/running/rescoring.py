@@ -12,7 +12,8 @@ from bench.errors import BenchError
 from bench.evaluators.base import Evaluator
 from bench.evaluators.model import MODEL_FILE
 from bench.results import store
-from bench.running.evaluation import EvalOutcome, data_for_run, evaluate_run, load_run_classifier
+from bench.running.evaluation import (EvalOutcome, data_for_run, evaluate_run, load_run_classifier,
+                                     options_for_data)
 from bench.running.shard import ShardRequest
 from bench.spec import RunSpec
 
@@ -33,11 +34,12 @@ def check_scorable(runs: list[Path]) -> None:
 def rescore(runs: list[Path], evaluators: list[Evaluator], request: ShardRequest, device: Any,
             data_dir: str | None = None, overwrite: bool = False) -> Iterator[tuple[RunSpec, list[EvalOutcome]]]:
     """Score each run with `evaluators` and refresh its results table; yields (run spec, its evaluations) as
-    each run is done. Named sets (contrast, transfer attack) default to the run's own data folder."""
+    each run is done. Options left unset take the run's dataset card's defaults, as in `bench run`; named sets
+    (contrast, transfer attack) default to the run's own data folder."""
     for run_dir in runs:
         spec = RunSpec.from_json(store.read_json(run_dir / store.SPEC))
         data = data_for_run(run_dir, spec, data_dir)
-        options = request.options
+        options = options_for_data(request.options, data)  # the run's card fills the options left unset
         if not options.data_dir:
             options = dataclasses.replace(options, data_dir=source_data_dir(data.source))
         for evaluator in evaluators:

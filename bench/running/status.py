@@ -25,6 +25,7 @@ QUEUED = {"PENDING", "REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED", "CONFIGURING", "
 RUNNING = {"RUNNING", "COMPLETING", "SUSPENDED", "STAGE_OUT", "SIGNALING", "RESIZING", "STOPPED"}
 FAILED = {"FAILED", "OUT_OF_MEMORY", "NODE_FAIL", "BOOT_FAIL"}
 UNREACHABLE = "scheduler unreachable"
+COLLAPSED = "collapsed: the model predicts one class whatever the input; not a result (retrain it with another --lr)"
 FRESH_SECONDS = 120.0  # a job submitted this recently that sacct does not know yet is pending, not unknown
 
 StateQuery = Callable[[list[str]], "dict[str, str] | None"]
@@ -32,12 +33,14 @@ StateQuery = Callable[[list[str]], "dict[str, str] | None"]
 
 @dataclass
 class ShardStatus:
-    """One shard's state (one of STATES), why, and its scheduler job when it was submitted."""
+    """One shard's state (one of STATES), why, its scheduler job when it was submitted, and whether a done shard
+    collapsed (its rows carry `collapsed` = 1: done, but not a result)."""
 
     key: str
     state: str
     reason: str = ""
     job: str = ""
+    collapsed: bool = False
 
 
 def submissions(results_dir: Path) -> dict[str, dict[str, Any]]:
@@ -95,7 +98,8 @@ def decide(key: str, run_dir: Path | None, submitted: dict[str, Any] | None,
     has = (lambda name: run_dir is not None and (run_dir / name).is_file())
     job = submitted["job_id"] if submitted else ""
     if has(store.ROWS):
-        return ShardStatus(key, "done", "", job)
+        collapsed = is_collapsed(run_dir)  # type: ignore[arg-type]
+        return ShardStatus(key, "done", COLLAPSED if collapsed else "", job, collapsed)
     holder = lease.read(run_dir) if run_dir is not None else None
     stale = lease.stale_reason(holder) if holder is not None else ""
     if holder is not None and not stale:  # a live runner holds the shard (local, or a SLURM task)
@@ -129,6 +133,16 @@ def decide(key: str, run_dir: Path | None, submitted: dict[str, Any] | None,
         return ShardStatus(key, "interrupted", f"{stale}{progress}; `bench run --resume` continues it")
     return ShardStatus(key, "interrupted", f"{progress} (no runner holds it); "
                                            "`bench run --resume` continues it")
+
+
+def is_collapsed(run_dir: Path) -> bool:
+    """Whether a finished run's rows carry `collapsed` = 1 (set by bench.running.shard; the reports' policy on
+    such runs is bench.reporting.collapsed)."""
+    try:
+        rows = store.read_json(run_dir / store.ROWS)
+    except (OSError, ValueError):
+        return False
+    return any(isinstance(row, dict) and bool(row.get("collapsed")) for row in rows)
 
 
 def error_reason(path: Path) -> str:
@@ -207,7 +221,11 @@ def format_table(statuses: list[ShardStatus]) -> str:
 
 
 def summary_line(statuses: list[ShardStatus]) -> str:
-    """`5 shard(s): 2 done, 1 running, 1 failed, 1 pending` (states with a count only)."""
+    """`5 shard(s): 2 done (1 collapsed: not a result), 1 running, 1 failed, 1 pending` (states with a count
+    only)."""
     counts = {state: sum(s.state == state for s in statuses) for state in STATES}
     parts = [f"{n} {state}" for state, n in counts.items() if n]
+    collapsed = sum(s.state == "done" and s.collapsed for s in statuses)
+    if collapsed:
+        parts[0] += f" ({collapsed} collapsed: not a result)"  # done comes first
     return f"{len(statuses)} shard(s): " + (", ".join(parts) if parts else "none")
