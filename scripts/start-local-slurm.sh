@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Start a one-node SLURM cluster on this machine, for trying `bench run --executor slurm` and for the tests
+# Start a one-node SLURM cluster on this machine, for trying `clbench run --executor slurm` and for the tests
 # marked `slurm` (tests/test_slurm_cluster.py). Debian/Ubuntu packages: munge, MariaDB, slurmdbd (accounting,
-# so that `sacct` and `bench status` work), slurmctld and slurmd, all as root. Idempotent; ~2-3 minutes the
+# so that `sacct` and `clbench status` work), slurmctld and slurmd, all as root. Idempotent; ~2-3 minutes the
 # first time (apt), seconds after. Node size is read from the machine (nproc, memory). Stop it with
 # scripts/stop-local-slurm.sh. Adapted from a verified recipe for SLURM 22.05 (Debian bookworm).
 #

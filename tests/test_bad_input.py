@@ -1,4 +1,4 @@
-"""Bad input to `bench run`: each case fails at once with one line on stderr and exit code 2, before any
+"""Bad input to `clbench run`: each case fails at once with one line on stderr and exit code 2, before any
 training, and leaves nothing under the results folder."""
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """A collapsed run never looks good (bench.reporting.collapsed): left out of every mean of the tables and summaries
-and named in a note, never bold, and flagged by `bench report` (at the top), `bench report --html` (a badge),
-`bench status` and the run summary. Result folders are written directly (nothing is trained here; the end-to-end
+and named in a note, never bold, and flagged by `clbench report` (at the top), `clbench report --html` (a badge),
+`clbench status` and the run summary. Result folders are written directly (nothing is trained here; the end-to-end
 run with a tiny model that collapses is in tests/test_degenerate_runs.py)."""
 
 from __future__ import annotations
@@ -159,7 +159,7 @@ def test_only_collapsed_runs_is_an_error_that_says_so(frame):
     assert len(tables.paper_ii(only, include_collapsed=True)) == 1
 
 
-# ----------------------------------------------------------------------------------------------- bench report
+# ----------------------------------------------------------------------------------------------- clbench report
 
 def test_bench_report_lists_collapsed_runs_at_the_top(cli, folder, tmp_path):
     code, out, err = cli("report", "--results-dir", folder, "--table", "robustness", "--reports-dir",
@@ -206,7 +206,7 @@ def test_the_html_report_shows_a_badge_and_leaves_collapsed_runs_out(folder):
     assert 'class="best collapsed"' not in shown and "kept by the filter" in shown.split("</header>")[0]
 
 
-# ----------------------------------------------------------------------------------------------- bench run's summary
+# ----------------------------------------------------------------------------------------------- clbench run's summary
 
 def test_the_run_summary_marks_collapsed_runs_instead_of_averaging_them(folder):
     rows = [row for path in sorted(folder.iterdir()) for row in store.read_json(path / store.ROWS)]
@@ -250,7 +250,7 @@ def test_collapsed_warning_names_every_collapsed_shard(folder):
     assert collapsed_warning([r for r in rows if r["run_key"] == CE1]) is None
 
 
-# ----------------------------------------------------------------------------------------------- bench status
+# ----------------------------------------------------------------------------------------------- clbench status
 
 def test_bench_status_shows_collapsed_shards(cli, folder):
     statuses = {s.key: s for s in shard_states(folder)}

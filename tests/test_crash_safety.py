@@ -3,7 +3,7 @@ moment -- mid-epoch, mid-write, between writing a run's rows and tidying up, mid
 process or with --jobs 2 -- and is then re-run ends with exactly the table of an uninterrupted sweep, and with a
 store that holds no debris (temporary files, checkpoints of finished runs, a stale or unreadable table).
 
-Every launch is a separate `bench run` process (forked by a small fork server, see WRAPPER, which imports the
+Every launch is a separate `clbench run` process (forked by a small fork server, see WRAPPER, which imports the
 heavy modules once). One kill point per launch can be armed through the CHAOS_KILL environment variable: the
 process SIGKILLs itself there, so a kill lands exactly in the chosen phase however busy the machine is. The
 --jobs 2 test kills from outside instead, at seeded random moments: one pool worker, then the whole sweep.
@@ -185,7 +185,7 @@ class Zygote(LineServer):
 
 
 class Sweep:
-    """The sweep into one results folder; each launch is a fresh `bench run` process."""
+    """The sweep into one results folder; each launch is a fresh `clbench run` process."""
 
     def __init__(self, zygote: Zygote, data: Path, results: Path, logs: Path, methods: str = "ce,cl",
                  seeds: str = "1-3"):

@@ -1,4 +1,4 @@
-"""`bench run --deterministic` and the device paths, on a CPU: which kernels a shard trains with on each device
+"""`clbench run --deterministic` and the device paths, on a CPU: which kernels a shard trains with on each device
 (a GPU forced by a fake device object; nothing here needs one), that the flag reaches the shard from the command
 line and a settings file, that each row records the choice, and what an operation without a deterministic
 implementation does to the shard."""

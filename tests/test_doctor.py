@@ -1,4 +1,4 @@
-"""`bench doctor`: the screen holds every check, the exit code follows the failures, and each check's path
+"""`clbench doctor`: the screen holds every check, the exit code follows the failures, and each check's path
 (WordNet missing, Hub unreachable, no SLURM, a read-only or full results folder, GPUs) is forced and seen."""
 
 from __future__ import annotations

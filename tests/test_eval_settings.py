@@ -1,5 +1,5 @@
 """Evaluator settings are stable and visible: a dataset card's `eval_defaults` fill the evaluator options the
-user left unset, whatever else the command asks for (so the demo and `bench run --methods ce` score CheckList
+user left unset, whatever else the command asks for (so the demo and `clbench run --methods ce` score CheckList
 alike and the second call re-scores nothing); an explicit option wins; and a report table that holds two
 settings of one evaluator names in each column's footnote the settings that differ."""
 
@@ -30,7 +30,7 @@ DEMO_CARD = DATASETS.get("demo")
 
 
 def request_options(argv: list[str], demo: bool = False) -> tuple[tuple[str, ...], EvalOptions]:
-    """The datasets and evaluator options `bench ARGV` asks for (`demo`: as `main` marks `bench run` alone)."""
+    """The datasets and evaluator options `bench ARGV` asks for (`demo`: as `main` marks `clbench run` alone)."""
     args = build_parser().parse_args(argv)
     args.demo = demo
     opts, request = checked_run_options(args)
@@ -117,8 +117,8 @@ def stored_checklist(run_dir: Path) -> dict[str, dict]:
 
 
 def test_the_demo_then_a_methods_call_rescores_nothing(tmp_path, monkeypatch, capsys, cli):
-    """`bench run` (the demo switch, with a tiny model) scores CheckList on the card's 100 texts; `bench run
-    --methods ce` then finds the evaluation stored; `bench evaluate` without options too; `--checklist-n 20`
+    """`clbench run` (the demo switch, with a tiny model) scores CheckList on the card's 100 texts; `clbench run
+    --methods ce` then finds the evaluation stored; `clbench evaluate` without options too; `--checklist-n 20`
     is a second setting, and the footnotes of a table tell the two apart."""
     from bench.cli import run_summary
     from bench.cli.run import cmd_run

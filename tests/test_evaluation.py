@@ -1,4 +1,4 @@
-"""The evaluator framework (storage, skips, failures, `bench evaluate`), contrast sets and representation
+"""The evaluator framework (storage, skips, failures, `clbench evaluate`), contrast sets and representation
 metrics, against hand-computed values on scripted classifiers."""
 
 from __future__ import annotations
@@ -220,7 +220,7 @@ def test_run_with_evaluators_then_evaluate_without_retraining(cli, tmp_path, res
     assert {"clean", "repr", "contrast"} <= set(table.evaluator)
     assert table[table.evaluator == "repr"].metric.value_counts().max() == 1  # repr stored once, not twice
 
-    # re-running `bench run` with an evaluator the run lacks evaluates the saved model, no retraining
+    # re-running `clbench run` with an evaluator the run lacks evaluates the saved model, no retraining
     code, out, err = cli("run", "--methods", "ce", "--datasets", folder, *args, "--evaluators", "contrast",
                          "--contrast-set", tmp_path / "cs", "--contrast-split", "test")
     assert code == 0 and "skipped" in err

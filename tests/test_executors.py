@@ -1,5 +1,5 @@
 """Executors: SLURM submission through submitit (faked sbatch/sacct, or a mocked executor), the job callable and
-its requeue, submitit's local executor, `bench status`, `--resume` and `--shards-per-gpu`."""
+its requeue, submitit's local executor, `clbench status`, `--resume` and `--shards-per-gpu`."""
 
 import json
 import os
@@ -28,7 +28,7 @@ ONE_EPOCH = [*FAST, "--epochs", "1"]
 
 
 def planned(tiny, results, *extra):
-    """The shards `bench run --methods ce --datasets TINY ...extra` would run."""
+    """The shards `clbench run --methods ce --datasets TINY ...extra` would run."""
     opts = run_options(build_parser().parse_args(["run", "--methods", "ce", "--datasets", str(tiny), *ONE_EPOCH,
                                                   *extra]))
     return plan(opts.methods, opts.datasets, opts.encoders, opts.seeds, opts.overrides,
@@ -139,7 +139,7 @@ def test_slurm_job_reproduces_a_local_run(cli, tiny, tmp_path, fake_slurm, one_t
                          "--sbatch", "account=proj")
     assert code == 0, err
     assert time.perf_counter() - started < 10  # submitted, not run
-    assert "4242_0" in out and "4242_1" in out and "logs:" in err and "bench status" in err
+    assert "4242_0" in out and "4242_1" in out and "logs:" in err and "clbench status" in err
     assert not list(cluster.glob("*/rows.json"))
     record_path = next(cluster.glob(".slurm/*/submitted.json"))
     record = json.loads(record_path.read_text())
@@ -450,9 +450,9 @@ def test_follow_waits_until_every_shard_has_ended(results, mocked, capsys):
     assert [s.state for s in statuses] == ["done", "failed", "done", "cancelled"]
     assert scheduler.calls == 3 and scheduler.now == 30
     lines = capsys.readouterr().err.splitlines()  # one line per change of the counts
-    assert lines == ["bench: 1/4 done, 1 running, 1 pending, 1 failed (0 s)",
-                     "bench: 1/4 done, 2 running, 1 failed (15 s)",
-                     "bench: 2/4 done, 1 failed, 1 cancelled (30 s)"]
+    assert lines == ["clbench: 1/4 done, 1 running, 1 pending, 1 failed (0 s)",
+                     "clbench: 1/4 done, 2 running, 1 failed (15 s)",
+                     "clbench: 2/4 done, 1 failed, 1 cancelled (30 s)"]
 
 
 def test_follow_draws_a_bar_of_shards_done(results, mocked, capsys):
@@ -470,7 +470,7 @@ def test_follow_draws_a_bar_of_shards_done(results, mocked, capsys):
            clock=lambda: scheduler.now, sleep=scheduler.sleep)
     err = capsys.readouterr().err
     assert "shards" in err and "1/2" in err and "2/2" in err and "1 running" in err
-    assert "bench: " not in err  # the bar instead of lines
+    assert "clbench: " not in err  # the bar instead of lines
 
 
 def test_follow_gives_up_on_shards_the_scheduler_never_knows(results, mocked, capsys):

@@ -1,4 +1,4 @@
-"""A mistaken `bench run` fails before torch is imported: names, knobs, settings, folders and files are checked
+"""A mistaken `clbench run` fails before torch is imported: names, knobs, settings, folders and files are checked
 against bench.catalog (the registries' contents read from source) first. The catalog must match the real
 registries exactly, or a new method, encoder or evaluator would be refused (or its knobs misjudged)."""
 
@@ -162,7 +162,7 @@ print(json.dumps(results))
 
 
 def light_cases(tmp_path: Path) -> dict[str, tuple[list[str], str]]:
-    """id -> (arguments after `bench run`, words of the one-line error)."""
+    """id -> (arguments after `clbench run`, words of the one-line error)."""
     (tmp_path / "afile").write_text("x")
     (tmp_path / "no-config").mkdir()
     (tmp_path / "section.yaml").write_text("methods: clld\nclld:\n  tau: 3\n  taux: 1\n")

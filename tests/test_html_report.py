@@ -1,4 +1,4 @@
-"""`bench report --html`: the self-contained HTML page, on synthetic results folders (rows, predictions and run
+"""`clbench report --html`: the self-contained HTML page, on synthetic results folders (rows, predictions and run
 files written directly; nothing is trained). The last test opens the page in headless Chromium."""
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ TABLES = ("table-paper-ii", "table-ablation", "table-compare", "table-vs-paper",
 
 
 def make_run(results: Path, method: str, seed: int, n_right: int, evals=(), dataset: str = "mr") -> Path:
-    """write_run's rows and predictions plus the files `bench run` writes beside them (spec, confusion,
+    """write_run's rows and predictions plus the files `clbench run` writes beside them (spec, confusion,
     training log, and the label-distance matrix of clld methods)."""
     correct = right(n_right, start=seed)
     run = write_run(results, method, dataset, seed, correct, evals=evals)
@@ -157,7 +157,7 @@ def test_missing_pieces_leave_their_section_out_with_a_note(tmp_path):
     assert found.ids("table") == ["table-paper-ii", "table-vs-paper", "table-provenance"]
     assert "No ablation table: it needs runs of at least two of ce, cl, clld-static, clld-adaptive" in text
     assert "No comparison with ce: no method besides the baseline" in text
-    assert "No evaluator rows in the selection: score runs with `bench evaluate RUN`" in text
+    assert "No evaluator rows in the selection: score runs with `clbench evaluate RUN`" in text
     assert "No clld run in the selection, so no label-distance heatmaps." in text
     assert f"fig-confusion_{CE1}" in text and "fig-ldm" not in text
     notes = re.findall(r'<p class="note">(.*?)</p>', text)
@@ -231,7 +231,7 @@ def test_an_empty_results_folder_is_a_one_line_error(cli, tmp_path):
     (tmp_path / "empty").mkdir()
     code, out, err = cli("report", "--html", "--results-dir", tmp_path / "empty", "--reports-dir", tmp_path / "r")
     assert code == 2 and out == "" and not (tmp_path / "r").exists()
-    assert err.count("\n") == 1 and "no finished runs under" in err and "run `bench run` first" in err
+    assert err.count("\n") == 1 and "no finished runs under" in err and "run `clbench run` first" in err
     with pytest.raises(BenchError, match="no finished runs"):
         build_report(tmp_path / "missing")
 

@@ -1,7 +1,7 @@
 """Shard leases (issue "No silent wrong results"): two runners on one results folder train every shard once.
 
 Unit tests of bench.results.lease (claim, refusal, release by the owner only, stale by a dead process and by an old
-heartbeat, racing take-overs), then real `bench run` processes: two runners started together on one sweep, a
+heartbeat, racing take-overs), then real `clbench run` processes: two runners started together on one sweep, a
 holder that stalls and is killed mid-training, a holder that stalls past the timeout and comes back, and
 --overwrite beside a live holder.
 
@@ -160,7 +160,7 @@ class Runners(LineServer):
 
     def start(self, results: Path, methods: str = "ce,cl", seeds: str = "1-2", extra: tuple[str, ...] = (),
               **hooks: str) -> tuple[int, Path]:
-        """Fork `bench run` on the tiny sweep; returns its pid and log file."""
+        """Fork `clbench run` on the tiny sweep; returns its pid and log file."""
         self.launches += 1
         log = self.folder / f"launch-{self.launches}.log"
         argv = ["run", "--methods", methods, "--datasets", str(self.data), "--seeds", seeds, *FAST,
@@ -419,7 +419,7 @@ def test_status_names_the_holder_and_a_stale_lease(tmp_path):
     assert state.state == "interrupted" and state.reason.startswith("stale lease of node-b:4242 (no heartbeat")
 
 
-# ------------------------------------------------------------------------------------------------ bench run
+# ------------------------------------------------------------------------------------------------ clbench run
 
 def test_two_runners_on_one_sweep_train_every_shard_once(fleet, reference, tmp_path):
     """Both runners get the whole sweep (ce, cl x seeds 1-2) at the same moment; each training takes a
@@ -449,7 +449,7 @@ def test_two_runners_on_one_sweep_train_every_shard_once(fleet, reference, tmp_p
 
 def test_a_killed_holder_is_skipped_while_alive_and_taken_over_once_dead(fleet, reference, tmp_path, cli):
     """The holder stalls (SIGSTOP) right after its first epoch checkpoint: a second runner skips the shard
-    as held (exit 0) and `bench status` names the holder. The holder is then SIGKILLed: status says
+    as held (exit 0) and `clbench status` names the holder. The holder is then SIGKILLed: status says
     interrupted, stale lease; the next runner takes the shard over at once, resumes from the checkpoint and
     ends with the uninterrupted run's table."""
     results, counter = tmp_path / "results", tmp_path / "starts"

@@ -1,5 +1,5 @@
 """Method wiring: views in one forward pass, gradient flow, hooks, LDM construction and updates,
-and one end-to-end `bench run` per method on the fixture."""
+and one end-to-end `clbench run` per method on the fixture."""
 
 import json
 import re
@@ -335,7 +335,7 @@ def test_missing_wordnet_fails_before_any_shard(name, extra, cli, tiny, results,
     ("cline", "lambda_cts", -1.0, "lambda_cts and lambda_rtd must be >= 0"),
 ])
 def test_out_of_range_knobs_are_refused_before_training(method, knob, value, message):
-    """Every knob's range is checked by its Config, so `bench run` refuses it before any shard starts."""
+    """Every knob's range is checked by its Config, so `clbench run` refuses it before any shard starts."""
     from bench.errors import BenchError
     from bench.registry import METHODS
 

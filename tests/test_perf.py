@@ -90,7 +90,7 @@ def test_estimate_counts_the_real_data_and_sets_measured_runs_beside(tiny, tmp_p
     assert 1.8 < cl["expected_epoch_s"] / ce["expected_epoch_s"] <= 2   # two dropout views, one validation
     assert report["wall_seconds"]["2"] < report["wall_seconds"]["1"]
     measured = [r for r in report["per_shard"] if r["measured_epoch_s"] is not None]
-    assert len(measured) == 1 and measured[0]["key"] == ce["key"]   # the run key matches `bench run`'s
+    assert len(measured) == 1 and measured[0]["key"] == ce["key"]   # the run key matches `clbench run`'s
     assert report["calibration"]["runs_compared"] == 1
 
 
@@ -438,7 +438,7 @@ def test_demo_runs_bench_run_alone_in_an_empty_folder_without_the_callers_folder
         calls.append((argv, cwd, env))
         assert not list(Path(cwd).iterdir())   # an empty folder
         write_demo_folder(Path(cwd))
-        return subprocess.CompletedProcess(argv, 0, stdout="table\n", stderr="bench: 2 shard(s)\n")
+        return subprocess.CompletedProcess(argv, 0, stdout="table\n", stderr="clbench: 2 shard(s)\n")
 
     monkeypatch.setattr(demo_module.subprocess, "run", fake_run)
     report = demo_module.demo(argparse.Namespace(quiet=True))
@@ -455,7 +455,7 @@ def test_demo_runs_bench_run_alone_in_an_empty_folder_without_the_callers_folder
     assert report["wall_s_range"] == [50.0, 70.0] and report["wall_s"] == 60.0  # the last round's report
 
     monkeypatch.setattr(demo_module.subprocess, "run", lambda argv, **kw: subprocess.CompletedProcess(
-        argv, 2, stdout="", stderr="bench: 3 shard(s)\nerror: no MiniLM here\n"))
+        argv, 2, stdout="", stderr="clbench: 3 shard(s)\nerror: no MiniLM here\n"))
     with pytest.raises(BenchError, match="the demo exited 2: error: no MiniLM here"):
         demo_module.demo(argparse.Namespace(quiet=True))
 

@@ -1,4 +1,4 @@
-"""`bench plot`: figures from tiny hand-made run folders (no training, no network)."""
+"""`clbench plot`: figures from tiny hand-made run folders (no training, no network)."""
 
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ ACCURACY = {"ce": [0.80, 0.84, 0.90], "clld-adaptive": [0.86, 0.88]}
 
 def make_run(results: Path, method: str, seed: int, dataset: str = "toy", labels: list[str] = LABELS,
              confusion: list[list[int]] | None = None, updates: int = 0, tsne: bool = False) -> Path:
-    """A finished run folder with the files `bench run` writes (and method_state/tsne when asked)."""
+    """A finished run folder with the files `clbench run` writes (and method_state/tsne when asked)."""
     key = f"{method}_{dataset}_tiny_s{seed}_{seed:06d}"
     run = results / key
     n = len(labels)
@@ -71,7 +71,7 @@ def results(tmp_path) -> Path:
 
 
 def plot(results: Path, reports: Path, *argv: str) -> list[str]:
-    """Run `bench plot ...` in-process; returns the printed paths."""
+    """Run `clbench plot ...` in-process; returns the printed paths."""
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--debug", action="store_true")
     parser = argparse.ArgumentParser(prog="bench", parents=[common])
@@ -172,7 +172,7 @@ def test_confusion_diff_needs_same_dataset_and_labels(results, tmp_path):
 
 @pytest.mark.parametrize("argv,message", [
     (["ldm", CE], f"run {CE} has no method_state.json; only clld methods store a label-distance matrix"),
-    (["embeddings", CE], f"run `bench evaluate {CE} --evaluators repr --tsne` first"),
+    (["embeddings", CE], f"run `clbench evaluate {CE} --evaluators repr --tsne` first"),
     (["ldm", "nope_*"], "no run 'nope_*' under"),
     (["ldm", "--evolution", CLLD, "--max-panels", "1"], "--max-panels must be at least 2"),
 ])
@@ -217,7 +217,7 @@ def test_summary_filters(results):
         plots.summary_plot(rows, filters=["colour=red"])
     with pytest.raises(BenchError, match="column=value"):
         plots.summary_plot(rows, filters=["dataset"])
-    both = plots.summary_plot(rows, filters=["method=ce,clld", "dataset=toy"])  # aliases as in bench results
+    both = plots.summary_plot(rows, filters=["method=ce,clld", "dataset=toy"])  # aliases as in clbench results
     assert sorted(both.data["method"]) == ["ce", "clld-adaptive"]
     seeds = plots.summary_plot(rows, filters=["seed=1,2", "method=ce"])
     assert seeds.data["seeds"].tolist() == [1, 2] and seeds.stem == "summary_method-ce_seed-1+2"

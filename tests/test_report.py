@@ -1,4 +1,4 @@
-"""Tables, statistics, rendering and the `bench results` / `bench report` commands on a synthetic results folder
+"""Tables, statistics, rendering and the `clbench results` / `clbench report` commands on a synthetic results folder
 (rows and predictions written directly; nothing is trained)."""
 
 from __future__ import annotations
@@ -125,7 +125,7 @@ def test_load_results_reads_runs_and_uses_a_current_table(folder):
 
 
 def test_load_results_without_runs_says_what_to_do(tmp_path):
-    with pytest.raises(BenchError, match=r"no finished runs under .*; run `bench run` first"):
+    with pytest.raises(BenchError, match=r"no finished runs under .*; run `clbench run` first"):
         load_results(tmp_path / "nothing")
 
 
@@ -225,7 +225,7 @@ def test_robustness_tells_evaluator_versions_apart(folder):
 
 
 def test_robustness_without_evaluator_rows_is_an_error(folder):
-    with pytest.raises(BenchError, match="bench evaluate"):
+    with pytest.raises(BenchError, match="clbench evaluate"):
         tables.robustness(apply_filters(load_results(folder), ["dataset=trec"]))
 
 

@@ -1,4 +1,4 @@
-"""`bench results`: by default one line per run and evaluator fitted to the terminal, collapsed runs marked;
+"""`clbench results`: by default one line per run and evaluator fitted to the terminal, collapsed runs marked;
 `--long` the tidy long table as before; exports unchanged (every row and column). On a synthetic results folder
 (rows written directly, as in test_report)."""
 

@@ -1,4 +1,4 @@
-"""What `bench run` prints when it ends (the results table with the paired Δ to ce, one line per evaluator, the
+"""What `clbench run` prints when it ends (the results table with the paired Δ to ce, one line per evaluator, the
 next commands), the sweep's ETA, a shard's relative cost and the demo switch. Tables are built from fabricated run
 folders; the end of a run from real tiny-bert runs."""
 
@@ -131,8 +131,8 @@ def test_a_skipped_evaluator_gives_its_note_and_an_unknown_one_points_to_bench_r
             eval_row("repr", "uniformity", -1.5)]   # known, but without its headline metric
     assert evaluator_lines(rows) == [
         "contrast: skipped: no contrast set for trec",
-        "mystery: 2 metrics (`bench results --filter evaluator=mystery`)",
-        "repr: 1 metrics (`bench results --filter evaluator=repr`)"]
+        "mystery: 2 metrics (`clbench results --filter evaluator=mystery`)",
+        "repr: 1 metrics (`clbench results --filter evaluator=repr`)"]
 
 
 def test_skip_markers_beside_results_are_left_out():
@@ -326,18 +326,18 @@ def test_a_local_run_ends_with_the_paired_table_and_the_next_commands(cli, tiny,
     assert len(keys) == 2
     for i, key in enumerate(sorted(keys), 1):
         assert re.search(rf"^\[{i}/2\] done +{re.escape(key)} ", err, re.M)
-    assert f"bench: results in {results} (2 run(s)); next:" in err
-    assert f"bench report --results-dir {results} --html" in err
-    assert f"bench report --results-dir {results} --table compare" in err
-    assert f"bench results --results-dir {results}" in err
-    assert f"bench plot confusion {keys[0]} --results-dir {results}" in err
-    assert "bench plot ldm" not in err   # no clld run
-    assert "bench: reports:" not in err   # not the demo
+    assert f"clbench: results in {results} (2 run(s)); next:" in err
+    assert f"clbench report --results-dir {results} --html" in err
+    assert f"clbench report --results-dir {results} --table compare" in err
+    assert f"clbench results --results-dir {results}" in err
+    assert f"clbench plot confusion {keys[0]} --results-dir {results}" in err
+    assert "clbench plot ldm" not in err   # no clld run
+    assert "clbench: reports:" not in err   # not the demo
 
     code, out, err = cli("run", "--methods", "cl", "--datasets", tiny, *FAST, "--results-dir", results)
     assert code == 0, err
     assert "Δacc" not in out and re.search(r"\bcl\b", out)   # no ce in this sweep: no paired column
-    assert "next:" in err and "bench report" in err
+    assert "next:" in err and "clbench report" in err
 
 
 def test_write_demo_reports_says_where_the_reports_are(cli, tiny, results, tmp_path, capsys, monkeypatch):
@@ -347,22 +347,22 @@ def test_write_demo_reports_says_where_the_reports_are(cli, tiny, results, tmp_p
     written = write_demo_reports(rows, results, tmp_path / "reports")
     err = capsys.readouterr().err
     assert written and all(p.is_file() for p in written)
-    assert f"bench: reports: {', '.join(str(p) for p in written)}" in err
+    assert f"clbench: reports: {', '.join(str(p) for p in written)}" in err
     blocked = tmp_path / "a-file"
     blocked.write_text("")
     assert write_demo_reports(rows, results, blocked / "reports") == []
-    assert "bench: no reports written:" in capsys.readouterr().err
+    assert "clbench: no reports written:" in capsys.readouterr().err
 
 
 def test_next_steps_name_the_results_folder_unless_it_is_the_default(monkeypatch, tmp_path):
     keys = ["ce_d_e_s1_x", "clld-adaptive_d_e_s1_y"]
     elsewhere = next_steps(SimpleNamespace(results_dir=tmp_path / "r"), keys)
     assert all(f" --results-dir {tmp_path / 'r'}" in step for step in elsewhere)
-    assert any(step.startswith("bench plot ldm clld-adaptive_d_e_s1_y ") for step in elsewhere)
-    assert any(step.startswith("bench plot confusion ce_d_e_s1_x ") for step in elsewhere)
+    assert any(step.startswith("clbench plot ldm clld-adaptive_d_e_s1_y ") for step in elsewhere)
+    assert any(step.startswith("clbench plot confusion ce_d_e_s1_x ") for step in elsewhere)
     monkeypatch.chdir(tmp_path)
     for default in (Path("results").resolve(), Path("results")):
         steps = next_steps(SimpleNamespace(results_dir=default), keys[:1])
         assert not any("--results-dir" in step for step in steps)
         assert not any("plot ldm" in step for step in steps)
-        assert steps[0].startswith("bench results ")
+        assert steps[0].startswith("clbench results ")

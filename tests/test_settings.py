@@ -115,8 +115,8 @@ def test_a_set_for_a_method_that_does_not_run_is_named(cli, tiny, results):
                        "--set", "clld.tau=3", "--results-dir", results)
     assert code == 0, err
     notes = [line for line in err.splitlines() if "has no effect" in line]
-    assert notes == ["bench: note: --set supcon.tau=0.1 has no effect: supcon is not among the methods of this run (ce)",
-                     "bench: note: --set clld.tau=3 has no effect: clld is not among the methods of this run (ce)"]
+    assert notes == ["clbench: note: --set supcon.tau=0.1 has no effect: supcon is not among the methods of this run (ce)",
+                     "clbench: note: --set clld.tau=3 has no effect: clld is not among the methods of this run (ce)"]
     code, _, err = cli("run", "--datasets", tiny, "--methods", "clld", *FAST, "--set", "clld-adaptive.tau=3",
                        "--results-dir", results)
     assert code == 0 and "has no effect" not in err   # an alias of a method that runs

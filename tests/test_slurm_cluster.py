@@ -81,14 +81,14 @@ def train_log(run_dir: Path) -> dict:
 
 
 def states(cli, results: Path) -> dict[str, str]:
-    """`bench status` as {shard key: state}."""
+    """`clbench status` as {shard key: state}."""
     code, out, err = cli("status", "--results-dir", results)
     assert code == 0, err
     return {line.split()[0]: line.split()[1] for line in out.splitlines()[1:-1]}
 
 
 def test_an_array_runs_to_the_table_of_a_local_run(cli, tiny, tmp_path, cluster, one_thread):
-    """Four real shards as one array, one task at a time (%1): `bench status` sees pending and running, then
+    """Four real shards as one array, one task at a time (%1): `clbench status` sees pending and running, then
     done; `--wait` ends with the table; the rows equal a local run's; SLURM never ran two tasks at once."""
     results, local = tmp_path / "cluster", tmp_path / "local"
     base = ["run", "--methods", "ce,cl", "--datasets", tiny, "--seeds", "1,2", *ONE_EPOCH, *CPU]
@@ -106,7 +106,7 @@ def test_an_array_runs_to_the_table_of_a_local_run(cli, tiny, tmp_path, cluster,
         seen.add(tuple(sorted(set(now.values()))))
         return "pending" in now.values() and "running" in now.values()
 
-    wait_for(both_pending_and_running, 120, "a running and a pending shard in `bench status`", every=0.5)
+    wait_for(both_pending_and_running, 120, "a running and a pending shard in `clbench status`", every=0.5)
     code, out, err = cli(*base, "--results-dir", results, "--executor", "slurm", "--wait")
     assert code == 0, err
     assert "nothing to submit" in err and "all 4 shard(s) done" in err
@@ -195,7 +195,7 @@ def test_a_cancelled_array_is_finished_by_a_resumed_submission(cli, tiny, tmp_pa
 
 
 def test_a_local_run_beside_the_array_leaves_its_shards_alone(cli, tmp_path, cluster, one_thread):
-    """A local `bench run` of a shard an array task is training reports it held and trains nothing."""
+    """A local `clbench run` of a shard an array task is training reports it held and trains nothing."""
     data = slow_dataset(tmp_path / "slow", 4000)
     results = tmp_path / "cluster"
     base = ["run", "--methods", "ce", "--datasets", data, "--epochs", "6", "--patience", "6", *SLOW, *CPU,

@@ -421,7 +421,7 @@ def test_transfer_scores_another_classifier_on_the_stored_set(tmp_path):
 def test_transfer_without_a_source_attack_explains_what_to_run(tmp_path):
     ctx = context(tmp_path, "target", keyword_classifier(), attack_mode="transfer", attack_source="nosuchrun")
     assert evaluator().skip_reason(ctx) is None
-    with pytest.raises(BenchError, match="bench evaluate nosuchrun --evaluators textfooler"):
+    with pytest.raises(BenchError, match="clbench evaluate nosuchrun --evaluators textfooler"):
         evaluator().evaluate(ctx)
     with pytest.raises(BenchError, match="--attack-source"):
         evaluator().evaluate(context(tmp_path, "t", keyword_classifier(), attack_mode="transfer"))

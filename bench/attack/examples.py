@@ -81,7 +81,7 @@ def require_source(source: str) -> None:
 def resolve_source(source: str, results_dir: Path | None) -> Path:
     """The adversarial file of a transfer source: a file, a run folder, or a run key under results_dir."""
     require_source(source)
-    hint = f"run `bench evaluate {source} --evaluators textfooler` first"
+    hint = f"run `clbench evaluate {source} --evaluators textfooler` first"
     path = Path(source).expanduser()
     if not path.exists() and results_dir is not None:
         path = Path(results_dir) / source

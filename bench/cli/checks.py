@@ -1,4 +1,4 @@
-"""The checks of `bench doctor`: each looks at one thing this machine needs (or may use) and returns a Check.
+"""The checks of `clbench doctor`: each looks at one thing this machine needs (or may use) and returns a Check.
 
 Every check is quick and offline: nothing is downloaded, no model is loaded, nltk (a two-second import) is
 imported only to confirm that WordNet is missing, and the Hub and SLURM are asked with short time limits.
@@ -34,7 +34,7 @@ SLURM_TOOLS = ("sbatch", "sacct", "sinfo")
 
 @dataclass(frozen=True)
 class Check:
-    """One line of `bench doctor`: what was checked, ok/warn/fail/info, what was found and how to fix it."""
+    """One line of `clbench doctor`: what was checked, ok/warn/fail/info, what was found and how to fix it."""
 
     name: str
     status: str
@@ -79,7 +79,7 @@ def clbench_check() -> Check:
 
 
 def torch_checks() -> list[Check]:
-    """torch (version, build), the GPUs it sees, and the precision `bench run` trains in here."""
+    """torch (version, build), the GPUs it sees, and the precision `clbench run` trains in here."""
     try:
         import torch
     except ImportError as exc:

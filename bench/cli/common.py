@@ -28,7 +28,8 @@ EVAL_HELP = {
                       "original=seed,contrast=cad (added to the defaults: original/orig/source/factual and "
                       "contrast/counterfactual/cf/edited/revised/perturbed/rev)",
     "checklist_suite": "checklist: JSON Lines suite file (default: built-in generators)",
-    "checklist_n": "checklist: test texts perturbed by the built-in generators",
+    "checklist_n": "checklist: test texts perturbed by the built-in generators (a dataset card's eval_defaults may "
+                   "set another: the demo's is 100)",
     "checklist_inv_tolerance": "checklist: an INV flip still passes when P(original label) moves by at most this "
                                "(CheckList's suite: 0.1)",
     "checklist_dir_tolerance": "checklist: the most a DIR score may drop (CheckList's suite: 0.1)",
@@ -69,7 +70,7 @@ class StrictParser(argparse.ArgumentParser):
 
 
 def chosen_parsers(parser: argparse.ArgumentParser, parsed: argparse.Namespace) -> list[argparse.ArgumentParser]:
-    """`parser` and the subcommand parsers `parsed` went through, outermost first (`bench plot ldm`: three)."""
+    """`parser` and the subcommand parsers `parsed` went through, outermost first (`clbench plot ldm`: three)."""
     path = [parser]
     while True:
         action = next((a for a in path[-1]._actions if isinstance(a, argparse._SubParsersAction)), None)
@@ -229,7 +230,7 @@ def print_evaluations(outcomes: list[Any]) -> list[Any]:
 def report_failed_evaluations(failed: list[Any], remark: str = "") -> None:
     """List failed evaluations on stderr (nothing when none failed)."""
     if failed:
-        print(f"bench: {len(failed)} evaluation(s) failed{remark}:", file=sys.stderr)
+        print(f"clbench: {len(failed)} evaluation(s) failed{remark}:", file=sys.stderr)
         for e in failed:
             print(f"  {e.run_key} {e.evaluator}: {e.message}", file=sys.stderr)
 

@@ -1,4 +1,4 @@
-"""`bench doctor`: one screen that says what this machine can run and why not, each problem with its fix
+"""`clbench doctor`: one screen that says what this machine can run and why not, each problem with its fix
 (the checks themselves are in bench.cli.checks)."""
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ Lines = Callable[[], "Check | list[Check]"]
 
 
 def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
-    """The `bench doctor` subcommand and its arguments."""
+    """The `clbench doctor` subcommand and its arguments."""
     doctor = sub.add_parser("doctor", parents=[common], help="what this machine can run and why not, with fixes",
                             description="Check Python, torch and the GPUs, WordNet, the packaged word vectors and "
                                         "MiniLM, the Hub, SLURM, the results folder and the optional extras; "
@@ -60,7 +60,7 @@ def guarded(name: str, check: Lines, debug: bool = False) -> list[Check]:
         if debug:
             raise
         return [Check(name, FAIL, f"the check itself failed: {exc.__class__.__name__}: {exc}",
-                      "rerun with `bench --debug doctor` for the traceback")]
+                      "rerun with `clbench --debug doctor` for the traceback")]
     return found if isinstance(found, list) else [found]
 
 
@@ -92,5 +92,5 @@ def format_checks(found: list[Check]) -> str:
     lines = [f"{c.status:<5} {c.name:<{width}}  {c.detail}" + (f"  fix: {c.fix}" if c.fix else "") for c in found]
     counts = {status: sum(c.status == status for c in found) for status in (checks.OK, checks.WARN, FAIL, checks.INFO)}
     verdict = "some checks fail: fix them before running bench" if counts[FAIL] else \
-        "bench can run here" + (" (see the warnings)" if counts[checks.WARN] else "")
+        "clbench can run here" + (" (see the warnings)" if counts[checks.WARN] else "")
     return "\n".join(lines + ["", ", ".join(f"{n} {s}" for s, n in counts.items()) + f": {verdict}"])

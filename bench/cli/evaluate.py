@@ -1,4 +1,4 @@
-"""`bench evaluate`: score finished runs with evaluators from their saved models (no retraining)."""
+"""`clbench evaluate`: score finished runs with evaluators from their saved models (no retraining)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from bench.results.store import results_dir as resolve_results_dir
 
 
 def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
-    """The `bench evaluate` subcommand and its arguments."""
+    """The `clbench evaluate` subcommand and its arguments."""
     evaluate = sub.add_parser("evaluate", parents=[common], help="run evaluators on finished runs (no retraining)",
                               description="Score finished runs with evaluators from their saved models; stored "
                                           "evaluations with the same settings are skipped unless --overwrite.")
@@ -39,11 +39,11 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     request = shard_request(args, {}, args.data_dir)
     evaluators = build_evaluators(list(request.evaluators))
     if not evaluators:
-        raise BenchError("no evaluators chosen; see `bench list evaluators`")
+        raise BenchError("no evaluators chosen; see `clbench list evaluators`")
     runs = find_runs(results_dir, args.runs)
     check_scorable(runs)
     device = resolve_device(args.device)
-    print(f"bench: {len(evaluators)} evaluator(s) x {len(runs)} run(s)", file=sys.stderr)
+    print(f"clbench: {len(evaluators)} evaluator(s) x {len(runs)} run(s)", file=sys.stderr)
     outcomes: list[Any] = []
     for i, (spec, done) in enumerate(rescore(runs, evaluators, request, device, args.data_dir, args.overwrite),
                                      start=1):

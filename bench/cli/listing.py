@@ -1,4 +1,4 @@
-"""`bench list`: the registered methods, datasets, encoders and evaluators (with --verbose, their settings)."""
+"""`clbench list`: the registered methods, datasets, encoders and evaluators (with --verbose, their settings)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from typing import Any
 
 
 def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
-    """The `bench list` subcommand and its arguments."""
+    """The `clbench list` subcommand and its arguments."""
     lister = sub.add_parser("list", parents=[common], help="list registered methods, datasets or encoders")
     lister.add_argument("what", choices=["methods", "datasets", "encoders", "evaluators"])
     lister.add_argument("--verbose", "-v", action="store_true", help="show settings and details")

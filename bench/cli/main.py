@@ -57,12 +57,12 @@ def build_parser(prog: str | None = None) -> StrictParser:
 
 def cmd_planned(args: argparse.Namespace) -> int:
     """Say clearly that a command is not implemented yet."""
-    raise BenchError(f"'bench {args.command}' is not implemented yet: {PLANNED[args.command]}")
+    raise BenchError(f"'clbench {args.command}' is not implemented yet: {PLANNED[args.command]}")
 
 
 def configure_logging(transformers: bool = True) -> None:
     """Readable logs on stderr; quiet third-party libraries (transformers too unless `transformers` is False:
-    importing it takes a second, so `bench run` quiets it once its options are checked)."""
+    importing it takes a second, so `clbench run` quiets it once its options are checked)."""
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s: %(message)s")
     logging.getLogger("bench").setLevel(logging.INFO)
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
@@ -72,8 +72,8 @@ def configure_logging(transformers: bool = True) -> None:
 
 
 def is_demo(argv: list[str]) -> bool:
-    """Whether the arguments are `bench run` alone (`make demo`; --debug and --no-progress allowed): the demo,
-    which also writes its reports (bench.cli.run_options.DEMO_RUN)."""
+    """Whether the arguments are `clbench run` alone (`make demo`; --debug and --no-progress allowed): the demo,
+    which also writes its reports (bench.cli.run_options.DEMO_REPORTS)."""
     return "run" in argv and not set(argv) - {"run", "--debug", "--no-progress"}
 
 

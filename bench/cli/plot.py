@@ -1,4 +1,4 @@
-"""`bench plot`: figures from stored runs, written as PNG and PDF under --reports-dir.
+"""`clbench plot`: figures from stored runs, written as PNG and PDF under --reports-dir.
 
 Kept free of heavy imports: matplotlib/seaborn (bench.reporting.plots) and torch are
 loaded only when a plot is made.
@@ -21,7 +21,7 @@ RUN_HELP = "run keys, glob patterns such as 'ce_trec_*', or run folders"
 
 
 def add_plot_parser(sub: Any, common: argparse.ArgumentParser) -> argparse.ArgumentParser:
-    """Add `bench plot <figure>` and its figure subcommands to the `bench` subparsers."""
+    """Add `clbench plot <figure>` and its figure subcommands to the `bench` subparsers."""
     paths = StrictParser(add_help=False)
     paths.add_argument("--results-dir", default=None,
                        help=f"where runs are stored (default: $BENCH_RESULTS_DIR or ./{DEFAULT_RESULTS})")
@@ -66,7 +66,7 @@ def add_plot_parser(sub: Any, common: argparse.ArgumentParser) -> argparse.Argum
 
     embeddings = figures.add_parser("embeddings", parents=parents, help="t-SNE scatter of test embeddings",
                                     description="2-D t-SNE scatter coloured by class (embeddings_<run>) from "
-                                                "tsne.json (`bench evaluate RUN --evaluators repr --tsne`).")
+                                                "tsne.json (`clbench evaluate RUN --evaluators repr --tsne`).")
     embeddings.add_argument("runs", nargs="+", metavar="RUN", help=RUN_HELP)
 
     summary = figures.add_parser("summary", parents=parents, help="a test metric per method, mean ± std over seeds",
@@ -130,7 +130,7 @@ def build_plots(args: argparse.Namespace) -> Iterator[Any]:
             raise BenchError(f"no results folder {folder}; give --results-dir or set $BENCH_RESULTS_DIR")
         yield plots.summary_plot(store.finished_rows(folder), args.metric, args.filters)
     else:
-        raise BenchError(f"unknown figure {args.figure!r}; see `bench plot --help`")
+        raise BenchError(f"unknown figure {args.figure!r}; see `clbench plot --help`")
 
 
 def cmd_plot(args: argparse.Namespace) -> int:

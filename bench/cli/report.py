@@ -1,4 +1,4 @@
-"""`bench results` (the results: compact or long, filtered, exported) and `bench report` (paper-style tables).
+"""`clbench results` (the results: compact or long, filtered, exported) and `clbench report` (paper-style tables).
 
 `bench.cli.main` adds both subcommands with `add_results_parser` / `add_report_parser` and dispatches to
 `cmd_results` / `cmd_report`; a BenchError raised here becomes a one-line error and exit code 2 there.
@@ -36,7 +36,7 @@ def add_filter_option(parser: argparse.ArgumentParser) -> None:
 
 
 def add_results_parser(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> argparse.ArgumentParser:
-    """The `bench results` subcommand."""
+    """The `clbench results` subcommand."""
     parser = sub.add_parser("results", parents=[common], help="the results: compact, long, filtered or exported",
                             description="Print the finished runs' results: by default one line per run and "
                                         "evaluator with its main metrics, fitted to the terminal (collapsed runs "
@@ -58,7 +58,7 @@ def add_results_parser(sub: argparse._SubParsersAction, common: argparse.Argumen
 
 
 def add_report_parser(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> argparse.ArgumentParser:
-    """The `bench report` subcommand."""
+    """The `clbench report` subcommand."""
     parser = sub.add_parser("report", parents=[common], help="paper-style tables from stored results",
                             description="Print a table built from the finished runs and write it to "
                                         "REPORTS_DIR/<table>[-<filters>].<md|tex|csv>. Mixed code versions, "
@@ -140,7 +140,7 @@ def cmd_results(args: argparse.Namespace) -> int:
             frame.to_csv(tmp, index=False, lineterminator="\n")
         else:
             frame.to_parquet(tmp, index=False)
-    print(f"bench: wrote {len(frame)} rows to {path}", file=sys.stderr)
+    print(f"clbench: wrote {len(frame)} rows to {path}", file=sys.stderr)
     return 0
 
 
@@ -193,5 +193,5 @@ def cmd_report(args: argparse.Namespace) -> int:
                                                                             args.reports_dir, args.filters)))
     for i, (text, path) in enumerate(outputs):
         print(("\n" if i else "") + text, end="")
-        print(f"bench: wrote {path}", file=sys.stderr)
+        print(f"clbench: wrote {path}", file=sys.stderr)
     return 0

@@ -1,4 +1,4 @@
-"""`bench run`: its arguments, and running the planned shards here or submitting them to SLURM (and following
+"""`clbench run`: its arguments, and running the planned shards here or submitting them to SLURM (and following
 them with --wait)."""
 
 from __future__ import annotations
@@ -47,7 +47,7 @@ def add_slurm_options(parser: argparse.ArgumentParser) -> None:
 
 
 def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
-    """The `bench run` subcommand and its arguments."""
+    """The `clbench run` subcommand and its arguments."""
     run = sub.add_parser("run", parents=[common], help="train and evaluate shards (no arguments: offline demo)",
                          description="Run every method x dataset x encoder x seed shard; finished shards are "
                                      f"skipped. With no arguments: {DEFAULT_METHODS} on the demo set with MiniLM.")
@@ -85,7 +85,7 @@ def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
                           "one fails the shard), attention on the math kernel; slower on a GPU; a CPU is "
                           "deterministic without it; recorded in each row, not in the run key")
     run.add_argument("--no-save-model", dest="save_model", action="store_false", default=None,
-                     help="do not keep the trained weights (model.pt); `bench evaluate` then cannot score the run")
+                     help="do not keep the trained weights (model.pt); `clbench evaluate` then cannot score the run")
     run.add_argument("--executor", choices=["local", "slurm"], default=None,
                      help="local: run here (default); slurm: submit the unfinished shards as a job array and return")
     run.add_argument("--resume", action="store_true", default=None,
@@ -112,7 +112,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     results_dir = opts.results_dir
     shards = plan_sweep(opts)
-    print(f"bench: {len(shards)} shard(s) -> {results_dir}", file=sys.stderr)
+    print(f"clbench: {len(shards)} shard(s) -> {results_dir}", file=sys.stderr)
     planned_keys = [s.spec.key for s in shards]
     if opts.resume or (opts.executor == "slurm" and not opts.overwrite):
         shards = skip_active(shards, results_dir)  # never queue a shard twice
@@ -152,13 +152,13 @@ def cmd_run(args: argparse.Namespace) -> int:
             write_demo_reports(rows + evaluation_rows, results_dir, opts.reports_dir)
     failed = [o for o in outcomes if o.status == "failed"]
     if failed:
-        print(f"bench: {len(failed)} of {len(outcomes)} shard(s) failed:", file=sys.stderr)
+        print(f"clbench: {len(failed)} of {len(outcomes)} shard(s) failed:", file=sys.stderr)
         for o in failed:
             print(f"  {o.key}: {o.message}", file=sys.stderr)
     held = [o for o in outcomes if o.status == "held"]
     if held:  # not a failure: another runner trains them (see bench.results.lease)
-        print(f"bench: {len(held)} of {len(outcomes)} shard(s) held by another runner, not run here (see `bench "
-              "status`; a shard it leaves unfinished is taken over by the next `bench run`):", file=sys.stderr)
+        print(f"clbench: {len(held)} of {len(outcomes)} shard(s) held by another runner, not run here (see `clbench "
+              "status`; a shard it leaves unfinished is taken over by the next `clbench run`):", file=sys.stderr)
         for o in held:
             print(f"  {o.key}: {o.message}", file=sys.stderr)
     report_failed_evaluations(failed_evaluations, " (the runs' training results are kept)")
@@ -174,11 +174,11 @@ def skip_active(shards: list[Any], results_dir: Path) -> list[Any]:
 
     active = active_keys(results_dir, [s.spec.key for s in shards])
     if active is None:
-        print("bench: cannot query SLURM (scheduler unreachable); shards submitted earlier may run twice",
+        print("clbench: cannot query SLURM (scheduler unreachable); shards submitted earlier may run twice",
               file=sys.stderr)
         return shards
     if active:
-        print(f"bench: skipping {len(active)} shard(s) pending or running on SLURM (see `bench status`)",
+        print(f"clbench: skipping {len(active)} shard(s) pending or running on SLURM (see `clbench status`)",
               file=sys.stderr)
     return [s for s in shards if s.spec.key not in active]
 
@@ -191,20 +191,20 @@ def submit_shards(shards: list[Any], opts: RunOptions) -> int:
     results_dir = opts.results_dir
     todo = shards if opts.overwrite else [s for s in shards if not store.is_finished(results_dir / s.spec.key)]
     if not todo:
-        print("bench: nothing to submit: every shard is finished (or pending/running with --resume)",
+        print("clbench: nothing to submit: every shard is finished (or pending/running with --resume)",
               file=sys.stderr)
         return 0
     submission = submit(todo, results_dir, opts.slurm, opts.request, opts.device, opts.overwrite,
                         opts.shards_per_gpu)
     record = submission.record
     arrays = sorted({str(job["job_id"]).split("_")[0] for job in record["jobs"]})
-    print(f"bench: submitted {len(todo)} shard(s) as {len(record['jobs'])} array task(s) of SLURM job "
+    print(f"clbench: submitted {len(todo)} shard(s) as {len(record['jobs'])} array task(s) of SLURM job "
           f"{', '.join(arrays)} ({len(shards) - len(todo)} already finished)", file=sys.stderr)
     for job in record["jobs"]:
         print(f"  {job['job_id']}  {', '.join(job['shards'])}")
-    print(f"bench: logs: {submission.folder}/<job id>_0_log.out|.err; record: {submission.record_path}",
+    print(f"clbench: logs: {submission.folder}/<job id>_0_log.out|.err; record: {submission.record_path}",
           file=sys.stderr)
-    print(f"bench: follow with `bench status --results-dir {results_dir}`; after preemption or a time-out the "
+    print(f"clbench: follow with `clbench status --results-dir {results_dir}`; after preemption or a time-out the "
           "tasks requeue themselves and resume", file=sys.stderr)
     return 0
 
@@ -218,7 +218,7 @@ def wait_for(keys: list[str], results_dir: Path, progress: bool) -> int:
     from bench.running.status import format_table
     from bench.reporting.summary import summary_table
 
-    print("bench: waiting for the shards to end (Ctrl-C stops waiting; the jobs go on)", file=sys.stderr)
+    print("clbench: waiting for the shards to end (Ctrl-C stops waiting; the jobs go on)", file=sys.stderr)
     statuses = follow(results_dir, keys, progress=progress and sys.stderr.isatty())
     rows = [row for s in statuses if s.state == "done" for row in store.run_rows(results_dir / s.key)]
     if rows:
@@ -228,8 +228,8 @@ def wait_for(keys: list[str], results_dir: Path, progress: bool) -> int:
         print(warning, file=sys.stderr)
     unfinished = [s for s in statuses if s.state != "done"]
     if unfinished:
-        print(f"bench: {len(unfinished)} of {len(statuses)} shard(s) did not finish:", file=sys.stderr)
+        print(f"clbench: {len(unfinished)} of {len(statuses)} shard(s) did not finish:", file=sys.stderr)
         print(format_table(unfinished), file=sys.stderr)
         return 1
-    print(f"bench: all {len(statuses)} shard(s) done", file=sys.stderr)
+    print(f"clbench: all {len(statuses)} shard(s) done", file=sys.stderr)
     return 0

@@ -1,4 +1,4 @@
-"""`bench run`'s options, checked: built-in defaults < config file < flags < --set, turned into one frozen
+"""`clbench run`'s options, checked: built-in defaults < config file < flags < --set, turned into one frozen
 RunOptions for the runner. Everything that needs no torch is checked first, so a mistake fails in a second."""
 
 from __future__ import annotations
@@ -17,19 +17,19 @@ from bench.running.options import RunOptions
 from bench.spec import TrainConfig
 
 DEFAULT_METHODS = "ce,supcon,clld"
-# `bench run` with no arguments (`make demo`): the defaults below, and the reports written here. Its evaluator
+# `clbench run` with no arguments (`make demo`): the defaults below, and the reports written here. Its evaluator
 # settings are those of any run on the demo set: the card's `eval_defaults` (datasets/demo.yaml), which fill
 # the options a flag or config file leaves unset (bench.evaluators.base.EvalOptions), whatever the command.
 DEMO_REPORTS = Path("reports")
-LIST_FLAGS = {  # list options of `bench run`: dest -> (flag, what it names, what to give instead)
+LIST_FLAGS = {  # list options of `clbench run`: dest -> (flag, what it names, what to give instead)
     "methods": ("--methods", "method", "nothing to run; give at least one, e.g. --methods ce,supcon (see "
-                                       "`bench list methods`)"),
+                                       "`clbench list methods`)"),
     "datasets": ("--datasets", "dataset", "nothing to run; give at least one card name or folder, e.g. "
-                                          "--datasets mr (see `bench list datasets`)"),
+                                          "--datasets mr (see `clbench list datasets`)"),
     "encoders": ("--encoder", "encoder", "nothing to run; give at least one, e.g. --encoder minilm (see "
-                                         "`bench list encoders`)"),
+                                         "`clbench list encoders`)"),
     "seeds": ("--seeds", "seed", "nothing to run; give at least one, e.g. --seeds 1,2,3 or --seeds 1-3"),
-    "evaluators": ("--evaluators", "evaluator", "give at least one (see `bench list evaluators`), or "
+    "evaluators": ("--evaluators", "evaluator", "give at least one (see `clbench list evaluators`), or "
                                                 "--evaluators none to run none"),
 }
 
@@ -66,7 +66,7 @@ def check_folders(args: argparse.Namespace, file_run: dict[str, Any]) -> None:
 
 
 def run_options(args: argparse.Namespace, check_encoders: bool = True) -> RunOptions:
-    """What `bench run` should do: built-in defaults < config file < command-line flags < --set.
+    """What `clbench run` should do: built-in defaults < config file < command-line flags < --set.
 
     Everything that can be checked without torch is checked first (`checked_run_options`), so that a mistake
     fails in a second; only then is the shard request built, which imports torch and transformers.
@@ -151,7 +151,7 @@ def check_set_targets(assignments: list[str], methods: list[str], registry: Any)
         key = text.split("=", 1)[0].strip()
         method = key.split(".", 1)[0]
         if "." in key and method in registry and registry.canonical(method) not in running:
-            print(f"bench: note: --set {text} has no effect: {method} is not among the methods of this run "
+            print(f"clbench: note: --set {text} has no effect: {method} is not among the methods of this run "
                   f"({', '.join(methods)})", file=sys.stderr)
 
 

@@ -1,4 +1,4 @@
-"""What `bench run` prints when its shards have ended: the results table (accuracy and macro-F1 per method, the
+"""What `clbench run` prints when its shards have ended: the results table (accuracy and macro-F1 per method, the
 paired difference to ce), one line per evaluator, the collapsed runs (left out of both, marked "collapsed — not a
 result"), where the results (and, for the demo, the reports) are, and the commands that come next."""
 
@@ -23,7 +23,7 @@ def print_results(rows: list[dict[str, Any]], evaluation_rows: list[dict[str, An
         try:
             predictions = stats.load_run_predictions(results_dir, sorted({r["run_key"] for r in rows}))
         except BenchError as exc:
-            print(f"bench: no paired differences: {exc}", file=sys.stderr)
+            print(f"clbench: no paired differences: {exc}", file=sys.stderr)
     print(results_table(rows, predictions).to_string(index=False))
     lines = evaluator_lines(rows + evaluation_rows)  # the clean rows say which runs collapsed
     if lines:
@@ -54,9 +54,9 @@ def write_demo_reports(rows: list[dict[str, Any]], results_dir: Path, reports_di
     try:
         written = write_sweep_reports(results_dir, rows, reports_dir)
     except (BenchError, OSError) as exc:
-        print(f"bench: no reports written: {exc}", file=sys.stderr)
+        print(f"clbench: no reports written: {exc}", file=sys.stderr)
         return []
-    print(f"bench: reports: {', '.join(str(p) for p in written)}", file=sys.stderr)
+    print(f"clbench: reports: {', '.join(str(p) for p in written)}", file=sys.stderr)
     return written
 
 
@@ -64,19 +64,19 @@ def next_steps(opts: RunOptions, keys: list[str]) -> list[str]:
     """The commands worth running next on these results, each with what it gives."""
     default = Path(opts.results_dir).resolve() == Path(DEFAULT_RESULTS).resolve()  # ./results
     folder = "" if default else f" --results-dir {opts.results_dir}"
-    steps = [f"bench results{folder}                      every result row (filter, export CSV/Parquet)",
-             f"bench report{folder} --table compare       paired comparison with CIs and q-values",
-             f"bench report{folder} --html                one self-contained page to share"]
+    steps = [f"clbench results{folder}                      every result row (filter, export CSV/Parquet)",
+             f"clbench report{folder} --table compare       paired comparison with CIs and q-values",
+             f"clbench report{folder} --html                one self-contained page to share"]
     clld = next((k for k in keys if k.startswith("clld")), None)
     if clld:
-        steps.append(f"bench plot ldm {clld}{folder}   the learnt label distances")
+        steps.append(f"clbench plot ldm {clld}{folder}   the learnt label distances")
     if keys:
-        steps.append(f"bench plot confusion {keys[0]}{folder}   a test confusion heatmap")
+        steps.append(f"clbench plot confusion {keys[0]}{folder}   a test confusion heatmap")
     return steps
 
 
 def print_next_steps(opts: RunOptions, keys: list[str]) -> None:
     """Where the results are and the next commands, on stderr (stdout keeps the tables)."""
-    print(f"bench: results in {opts.results_dir} ({len(keys)} run(s)); next:", file=sys.stderr)
+    print(f"clbench: results in {opts.results_dir} ({len(keys)} run(s)); next:", file=sys.stderr)
     for step in next_steps(opts, keys):
         print(f"  {step}", file=sys.stderr)

@@ -17,7 +17,7 @@ from bench.spec import TrainConfig
 
 from bench.evaluators.base import EvalOptions
 
-# Keys of a SLURM profile (YAML), of `bench run` flags (dashes for underscores) and of --config run keys.
+# Keys of a SLURM profile (YAML), of `clbench run` flags (dashes for underscores) and of --config run keys.
 RUN_KEYS = ("methods", "datasets", "encoders", "seeds", "data_dir", "results_dir", "jobs", "device", "overwrite",
             "evaluators", "save_model", "compile", "length_bucket", "deterministic", *EvalOptions.field_names(),
             "executor", "resume", "shards_per_gpu", "slurm_profile", *SLURM_KEYS)

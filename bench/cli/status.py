@@ -1,4 +1,4 @@
-"""`bench status`: the state of every shard under a results folder, and following them with --wait."""
+"""`clbench status`: the state of every shard under a results folder, and following them with --wait."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from bench.results.store import results_dir as resolve_results_dir
 
 
 def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
-    """The `bench status` subcommand and its arguments."""
+    """The `clbench status` subcommand and its arguments."""
     status = sub.add_parser("status", parents=[common], help="state of every shard: done, running, pending, "
                                                               "failed, cancelled, interrupted",
                             description="List the shards under a results folder with their state and reason; "
@@ -33,7 +33,7 @@ def cmd_status(args: argparse.Namespace) -> int:
     results_dir = resolve_results_dir(args.results_dir)
     statuses = shard_states(results_dir, args.runs)
     if not statuses:
-        print(f"bench: no shards under {results_dir} yet (start some with `bench run`)", file=sys.stderr)
+        print(f"clbench: no shards under {results_dir} yet (start some with `clbench run`)", file=sys.stderr)
         return 0
     if args.wait:
         from bench.running.follow import follow

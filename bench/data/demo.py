@@ -1,6 +1,6 @@
 """Synthetic demo dataset: confusable e-commerce reviews (seeded, template-generated).
 
-This is the default dataset of ``bench run``: small enough to fine-tune a
+This is the default dataset of ``clbench run``: small enough to fine-tune a
 classifier on 2 CPU cores in about a minute, yet shaped like the problem the
 CLLD paper (Lan et al., Table I) targets.  There, BERT confuses "shipping was
 very fast", "shipping was not slow" and "is shipping fast or not?" because the

@@ -41,7 +41,7 @@ def option(default: Any) -> Any:
 
 @dataclass(frozen=True)
 class EvalOptions:
-    """User-facing evaluator options (`bench run/evaluate --attack-n ...`).
+    """User-facing evaluator options (`clbench run/evaluate --attack-n ...`).
 
     An option left out of the constructor takes its built-in default and is `unset`: on a dataset whose card
     has `eval_defaults`, the card's value replaces it (`for_card`; the demo card: CheckList on 100 texts). An

@@ -87,7 +87,7 @@ def require_model(path: Path) -> None:
     """A one-line BenchError when a run has no saved model file at `path`."""
     if not path.is_file():
         raise BenchError(f"{path.parent.name} has no saved model ({path.name}); it ran with --no-save-model or "
-                         "before models were saved: re-run it with `bench run ... --overwrite`")
+                         "before models were saved: re-run it with `clbench run ... --overwrite`")
 
 
 def load_model(method: torch.nn.Module, path: Path) -> None:

@@ -15,7 +15,7 @@ One module per job:
     compile      compile: eager vs torch.compile step time per method
     estimate     estimate: a sweep's expected wall time from a measured or assumed rate
     slurm        slurm: submission time and requeue overhead on a real cluster (and the real-cluster tests' helpers)
-    demo         demo: `bench run` with no arguments (a new user's first command) against its 3-minute budget
+    demo         demo: `clbench run` with no arguments (a new user's first command) against its 3-minute budget
     vectors      vectors: counter-fitting GloVe for TextFooler, timed, and SimLex-999 before and after
 
 The names of those modules (and `training_flops` of bench.running.walltime) are importable from `bench.perf` itself; they

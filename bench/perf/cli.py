@@ -12,7 +12,7 @@
     python -m bench.perf compile --methods ce,clld-adaptive ...              # eager vs torch.compile step time
     python -m bench.perf estimate --config configs/clld-table2.yaml ...      # expected wall time of a sweep
     python -m bench.perf slurm --slurm-shards 30                             # submission and requeue costs
-    python -m bench.perf demo                                                # `bench run` alone vs its 3 minutes
+    python -m bench.perf demo                                                # `clbench run` alone vs its 3 minutes
     python -m bench.perf vectors                                             # counter-fitting GloVe, SimLex-999
 
 Rounds alternate between the variants so that machine noise hits both alike; the medians are compared.
@@ -78,7 +78,7 @@ def resolve(args: argparse.Namespace) -> None:
     """Check the options and fill in each command's defaults (BenchError on a mistake)."""
     command = args.command
     batch_size_given = args.batch_size is not None
-    if command != "shard-cost":  # shard-cost leaves these to `bench run` (the dataset card's defaults)
+    if command != "shard-cost":  # shard-cost leaves these to `clbench run` (the dataset card's defaults)
         args.batch_size = 32 if args.batch_size is None else args.batch_size
         args.max_length = 128 if args.max_length is None else args.max_length
     for option in ("batch_size", "max_length", "steps", "rounds", "slurm_shards"):
@@ -108,7 +108,7 @@ def resolve(args: argparse.Namespace) -> None:
     if command == "estimate" and args.compile:
         raise BenchError("--compile does not apply to `estimate`")
     if args.compile and command == "shard-cost" and args.compile_backend != "inductor":
-        raise BenchError("shard-cost compiles as `bench run --compile` does (inductor); drop --compile-backend")
+        raise BenchError("shard-cost compiles as `clbench run --compile` does (inductor); drop --compile-backend")
     if args.compile or command == "compile":
         from torch._dynamo import list_backends
 
@@ -152,11 +152,11 @@ def build_parser() -> Parser:
                                "interleaved; each process warms up for one epoch first)")
     sharding.add_argument("--epochs", type=int, default=None,
                           help="shards: measured epochs per process (default 2); shard-cost: the shard's epochs "
-                               "(default: bench run's)")
+                               "(default: clbench run's)")
     sharding.add_argument("--evaluators", default=None,
-                          help="shard-cost: as bench run --evaluators (default: all that fit the dataset)")
+                          help="shard-cost: as clbench run --evaluators (default: all that fit the dataset)")
     sharding.add_argument("--seed", type=int, default=1, help="shard-cost: the shard's seed (default 1)")
-    estimating = parser.add_argument_group("estimate (expected wall time of `bench run --config CONFIG`)")
+    estimating = parser.add_argument_group("estimate (expected wall time of `clbench run --config CONFIG`)")
     estimating.add_argument("--config", default=None, help="the sweep's YAML config")
     estimating.add_argument("--tflops", type=float, default=None,
                             help="achieved training TFLOP/s (from `throughput`); or give --peak-tflops and --mfu")

@@ -1,6 +1,6 @@
 """`shards`: K training processes sharing one device. For each K of --concurrency it launches K identical
 processes (each its own model training the real Trainer's epochs, started together at a barrier after a warm-up
-epoch; on a CPU each gets cores / K threads, as `bench run --shards-per-gpu K` gives its workers) and measures
+epoch; on a CPU each gets cores / K threads, as `clbench run --shards-per-gpu K` gives its workers) and measures
 their aggregate sequences/s over the common wall-time span, against K = 1; launches are interleaved over
 --rounds."""
 
@@ -102,7 +102,7 @@ def launch_shards(args: argparse.Namespace, k: int) -> list[dict]:
 def shards(args: argparse.Namespace) -> dict:
     """Aggregate training throughput of K identical training processes sharing one device, for each K of
     --concurrency, as a ratio to K = 1 (launches interleaved over --rounds; on a CPU each process gets
-    cores / K threads, as `bench run --shards-per-gpu K` gives its workers)."""
+    cores / K threads, as `clbench run --shards-per-gpu K` gives its workers)."""
     aggregate: dict[int, list[float]] = {k: [] for k in args.concurrency_list}
     detail: dict[int, list[dict]] = {k: [] for k in args.concurrency_list}
     for round_ in range(1, args.rounds + 1):

@@ -1,4 +1,4 @@
-"""`estimate`: no measurement of its own; the expected wall time of `bench run --config CONFIG` on 1..N devices
+"""`estimate`: no measurement of its own; the expected wall time of `clbench run --config CONFIG` on 1..N devices
 (`estimate`), either from the model FLOPs of the sweep's real data at a training rate that is measured
 (--tflops, from `throughput`) or a peak of the bf16 table (--gpu) or --peak-tflops times an assumed --mfu; or
 from measured optimiser-step times per method (--step-ms, from `report`: an upper bound where texts are shorter
@@ -60,7 +60,7 @@ def parse_step_ms(text: str) -> dict[str, float]:
 def estimate(config: str | None, data_dir: str | None, achieved_tflops: float, devices: list[int],
              shape_encoder: str | None = None, epochs: int | None = None, results_dir: str | None = None,
              shard_overhead_s: float = 0.0, step_seconds: dict[str, float] | None = None) -> dict:
-    """Expected wall time of the sweep `bench run --config CONFIG` would run, at `achieved_tflops`, or from
+    """Expected wall time of the sweep `clbench run --config CONFIG` would run, at `achieved_tflops`, or from
     measured optimiser-step times per method (`step_seconds`, see `step_time_seconds`) when given.
 
     `shape_encoder` counts tokens and FLOPs with another encoder of the same shape and tokenizer (e.g.

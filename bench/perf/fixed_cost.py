@@ -1,4 +1,4 @@
-"""`shard-cost`: the fixed cost of one real shard. It runs one shard with `bench run` in a fresh process (into a
+"""`shard-cost`: the fixed cost of one real shard. It runs one shard with `clbench run` in a fresh process (into a
 temporary results folder) and splits its wall time, from the files the shard writes, into start-up, the fixed
 phases (build, prepare, tokenize, test), training epochs, validation, writing and evaluators. The baseline is the
 shard's own wall time (`fixed_share_of_wall`); the parts that `estimate` does not count in FLOPs become a suggested
@@ -20,7 +20,7 @@ from bench.perf.common import device_name, say
 
 
 def shard_cost(args: argparse.Namespace) -> dict:
-    """Run one real shard (`bench run`, a fresh process, into a temporary results folder) and split its wall
+    """Run one real shard (`clbench run`, a fresh process, into a temporary results folder) and split its wall
     time by its files: start-up, the fixed phases, training epochs, validation, writing, evaluators."""
     method = args.method_list[0]
     with tempfile.TemporaryDirectory(prefix="bench-shard-cost-") as folder:

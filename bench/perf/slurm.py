@@ -1,4 +1,4 @@
-"""slurm: what SLURM costs a sweep, measured on a real cluster -- the wall time of `bench run --executor slurm` for
+"""slurm: what SLURM costs a sweep, measured on a real cluster -- the wall time of `clbench run --executor slurm` for
 N shards (against one bare `sbatch` call, measured in the same run) and the overhead of a requeue (seconds from
 `scontrol requeue` of a training task to the job running again, to its shard claimed again, and to its next epoch
 checkpoint), with SLURM's own requeue hold and with the hold lifted after SETTLE_SECONDS (`scontrol update

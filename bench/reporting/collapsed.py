@@ -104,7 +104,7 @@ def split_runs(rows: pd.DataFrame, frame: pd.DataFrame | None = None, include: b
 
 
 def warning_lines(keys: list[str], included: bool) -> list[str]:
-    """The warning block `bench report` prints (each line after `warning: `) before its tables: what happens to
+    """The warning block `clbench report` prints (each line after `warning: `) before its tables: what happens to
     the collapsed runs, then one line per run ([] when there are none)."""
     if not keys:
         return []

@@ -1,9 +1,9 @@
-"""`bench results` on a terminal: one line per run and evaluator (a metric family), its main metrics as columns
+"""`clbench results` on a terminal: one line per run and evaluator (a metric family), its main metrics as columns
 with short names, fitted to the terminal width; collapsed runs are marked.
 
 Each evaluator gets its own small table (its metrics differ from the others'), headed by a line that spells out
 the short names. Only summary rows are shown (no per-class, per-test or per-capability breakdowns: those are
-in the long form, `bench results --long`). Metric columns that do not fit the width are left out, and a line
+in the long form, `clbench results --long`). Metric columns that do not fit the width are left out, and a line
 says which and how to see them. Runs flagged `collapsed` (the model predicts one class for every input) carry
 COLLAPSED after their method, and a line names them (bench.reporting.collapsed says what a collapsed run is).
 """

@@ -40,7 +40,7 @@ STYLE = {
     "axes.spines.top": False, "axes.spines.right": False, "axes.linewidth": 0.6, "lines.linewidth": 1.2,
     "xtick.major.width": 0.6, "ytick.major.width": 0.6, "legend.frameon": False,
 }
-MISSING_TRAINING_FILE = "it is written when training finishes; finish the run with `bench run`"
+MISSING_TRAINING_FILE = "it is written when training finishes; finish the run with `clbench run`"
 
 
 @dataclass
@@ -175,13 +175,13 @@ def read_history(run: RunInfo) -> list[dict[str, Any]]:
     history = read_run_file(run, store.TRAIN_LOG, MISSING_TRAINING_FILE).get("history") or []
     if not history:
         raise BenchError(f"run {run.key} has an empty training history in train_log.json; re-run it with "
-                         "`bench run --overwrite`")
+                         "`clbench run --overwrite`")
     return history
 
 
 def read_tsne(run: RunInfo) -> pd.DataFrame:
     """The stored t-SNE sample: columns x, y, label."""
-    stored = read_run_file(run, store.TSNE, f"run `bench evaluate {run.key} --evaluators repr --tsne` first")
+    stored = read_run_file(run, store.TSNE, f"run `clbench evaluate {run.key} --evaluators repr --tsne` first")
     return pd.DataFrame({"x": stored["x"], "y": stored["y"], "label": [str(v) for v in stored["labels"]]})
 
 

@@ -44,13 +44,13 @@ def curve_metrics(frame: pd.DataFrame) -> list[str]:
 
 def select_rows(rows: Sequence[dict[str, Any]], metric: str, filters: list[str]) -> Split:
     """Rows of one metric: evaluator clean, split test, overall label, unless a filter names those columns
-    (filters as in `bench results`: `column=value[,value]`, all must hold), split by the collapsed-run policy
+    (filters as in `clbench results`: `column=value[,value]`, all must hold), split by the collapsed-run policy
     (bench.reporting.collapsed: collapsed runs left out unless a filter names `collapsed`)."""
     from bench.reporting.resultsview import apply_filters, parse_filter
 
     frame = flag_runs(pd.DataFrame(list(rows)))
     if frame.empty:
-        raise BenchError("no finished runs to summarise; run `bench run` first or give --results-dir")
+        raise BenchError("no finished runs to summarise; run `clbench run` first or give --results-dir")
     named = {parse_filter(text)[0] for text in filters}
     keep = frame["metric"] == metric
     for column, value in SUMMARY_SELECTION.items():

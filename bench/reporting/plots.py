@@ -1,4 +1,4 @@
-"""Figures from stored runs (`bench plot`): label-distance and confusion heatmaps, training curves, t-SNE
+"""Figures from stored runs (`clbench plot`): label-distance and confusion heatmaps, training curves, t-SNE
 scatters and a per-method summary over seeds.
 
 Builders are pure functions of run folders (or tidy rows). Each returns a `Plot` (`bench.reporting.figures`):

@@ -27,7 +27,7 @@ def load_results(results_dir: Path | str) -> pd.DataFrame:
     results_dir = Path(results_dir)
     finished = sorted(path.parent for path in results_dir.glob(f"*/{store.ROWS}"))
     if not finished:
-        raise BenchError(f"no finished runs under {results_dir}; run `bench run` first")
+        raise BenchError(f"no finished runs under {results_dir}; run `clbench run` first")
     frame = _current_table(results_dir, finished)
     if frame is None:
         frame = pd.DataFrame(store.finished_rows(results_dir))

@@ -41,7 +41,7 @@ def load_predictions(run_dir: Path | str) -> pd.DataFrame:
     path = Path(run_dir) / PREDICTIONS
     if not path.is_file():
         raise BenchError(f"{path} is missing, so the run cannot be compared item by item; "
-                         f"re-run it with `bench run ... --overwrite`")
+                         f"re-run it with `clbench run ... --overwrite`")
     try:
         records = read_rows(path)
     except BenchError as exc:

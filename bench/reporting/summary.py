@@ -1,4 +1,4 @@
-"""A compact mean ± std table over seeds, printed after `bench run`.
+"""A compact mean ± std table over seeds, printed after `clbench run`.
 
 Collapsed runs follow `bench.reporting.collapsed`: left out of every mean, and said so next to the numbers (a
 `note` column, or "collapsed — not a result" where every run of a method collapsed)."""
@@ -93,7 +93,7 @@ def evaluation_table(rows: list[dict[str, Any]], include_collapsed: bool = False
 # ----------------------------------------------------------------------------------------------- after a run
 
 BASELINE = "ce"
-SUMMARY_RESAMPLES = 2000  # the quick paired bootstrap of the run summary (`bench report --table compare`: 10,000)
+SUMMARY_RESAMPLES = 2000  # the quick paired bootstrap of the run summary (`clbench report --table compare`: 10,000)
 # evaluator -> (its headline metric, what it measures, percent?, lower is better?)
 HEADLINES = {
     "checklist": ("failure_rate", "CheckList failure rate", True, True),
@@ -159,7 +159,7 @@ def evaluator_lines(rows: list[dict[str, Any]]) -> list[str]:
         metric, what, percent, lower = HEADLINES.get(evaluator, (None, evaluator, False, False))
         overall = overall_evaluator_rows(group)
         if metric is None or metric not in set(overall["metric"]):
-            lines.append(f"{evaluator}: {overall['metric'].nunique()} metrics (`bench results --filter "
+            lines.append(f"{evaluator}: {overall['metric'].nunique()} metrics (`clbench results --filter "
                          f"evaluator={evaluator}`)")
             continue
         chosen = overall[(overall["metric"] == metric) & (overall["eval_hash"] == overall["eval_hash"].iloc[0])]

@@ -1,4 +1,4 @@
-"""The reports a finished sweep writes at once (the demo, `bench run` with no arguments): the accuracy table as
+"""The reports a finished sweep writes at once (the demo, `clbench run` with no arguments): the accuracy table as
 Markdown, the accuracy-by-method figure, and the label-distance and confusion heatmaps of one run."""
 
 from __future__ import annotations

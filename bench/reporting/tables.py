@@ -78,7 +78,7 @@ def table_rows(table: str, frame: pd.DataFrame) -> pd.DataFrame:
 def paper_ii(frame: pd.DataFrame, digits: int = DIGITS, include_collapsed: bool = False) -> pd.DataFrame:
     """Test accuracy with datasets as rows and encoder x method as columns; best per dataset marked."""
     split = split_runs(clean_accuracy(frame), frame, include_collapsed)
-    split.need("clean test accuracy rows", "run `bench run` or loosen --filter")
+    split.need("clean test accuracy rows", "run `clbench run` or loosen --filter")
     accuracy, flagged = split.kept, split.cells(CELL)
     columns = [(e, m) for e in sorted(accuracy["encoder"].unique())
                for m in sorted(accuracy.loc[accuracy["encoder"] == e, "method"].unique(), key=method_key)]
@@ -93,7 +93,7 @@ def paper_ii(frame: pd.DataFrame, digits: int = DIGITS, include_collapsed: bool 
 def ablation(frame: pd.DataFrame, digits: int = DIGITS, include_collapsed: bool = False) -> pd.DataFrame:
     """Test accuracy of ce, cl, clld-static and clld-adaptive (rows) on each dataset (columns)."""
     split = split_runs(table_rows("ablation", frame), frame, include_collapsed)
-    split.need(f"runs of {', '.join(ABLATION_METHODS)}", "run them with `bench run --methods "
+    split.need(f"runs of {', '.join(ABLATION_METHODS)}", "run them with `clbench run --methods "
                f"{','.join(ABLATION_METHODS)}` or loosen --filter")
     accuracy, flagged = split.kept, split.cells(CELL)
     encoders = sorted(accuracy["encoder"].unique())
@@ -113,7 +113,7 @@ def robustness(frame: pd.DataFrame, digits: int = DIGITS, include_collapsed: boo
     """Per method: contrast-set Ori/Rev/Con, TextFooler accuracy under attack and success rate (adaptive;
     transfer in separate columns), CheckList failure rate; each evaluator setting kept apart."""
     split = split_runs(evaluator_rows(frame), frame, include_collapsed)  # evaluator rows: flags from clean rows
-    split.need("evaluator rows (contrast, textfooler, checklist)", "score runs with `bench evaluate RUN`")
+    split.need("evaluator rows (contrast, textfooler, checklist)", "score runs with `clbench evaluate RUN`")
     rows = split.kept
     if "attack_mode" not in rows:
         rows = rows.assign(attack_mode="")
@@ -145,7 +145,7 @@ def robustness(frame: pd.DataFrame, digits: int = DIGITS, include_collapsed: boo
                     flagged |= {(dataset, encoder, m, name) for (m,) in split.cells(["method"], chosen)}
     if not found:
         raise BenchError("no robustness metrics (contrast, textfooler, checklist) in the selection; score runs "
-                         "with `bench evaluate RUN --evaluators contrast,textfooler,checklist`")
+                         "with `clbench evaluate RUN --evaluators contrast,textfooler,checklist`")
     methods = sorted({(d, e, m) for d, e, m, _ in found}, key=lambda k: (k[0], k[1], method_key(k[2])))
     shown = sorted({(d, e) for d, e, _ in methods})
     several = len(shown) > 1
@@ -189,7 +189,7 @@ def compare(frame: pd.DataFrame, predictions: Mapping[str, pd.DataFrame], baseli
 
     `predictions` maps run keys to `stats.load_predictions` frames."""
     split = split_runs(clean_accuracy(frame), frame, include_collapsed)
-    split.need("clean test accuracy rows", "run `bench run` or loosen --filter")
+    split.need("clean test accuracy rows", "run `clbench run` or loosen --filter")
     accuracy = split.kept
     if baseline not in set(accuracy["method"]):
         raise BenchError(f"baseline {baseline!r} has no finished runs in the selection; methods there: "
@@ -280,7 +280,7 @@ def vs_paper(frame: pd.DataFrame, papers: Mapping[str, Mapping[str, Any]] | None
     has them, else all of the source's entries, noted "encoders differ"."""
     papers = card_papers() if papers is None else papers
     split = split_runs(clean_accuracy(frame), frame, include_collapsed)
-    split.need("clean test accuracy rows", "run `bench run` or loosen --filter")
+    split.need("clean test accuracy rows", "run `clbench run` or loosen --filter")
     accuracy, flagged = split.kept, split.cells(CELL)
     values = accuracy.groupby(["dataset", "encoder", "method"])["value"].apply(list).to_dict()
     datasets = sorted(d for d in accuracy["dataset"].unique() if papers.get(d))

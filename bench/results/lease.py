@@ -21,7 +21,7 @@ removed. While a process holds a lease, every atomic write into that run folder 
 first checks that the lease is still its own (`guard`): a holder that stalled past the timeout and lost the
 shard to another runner stops with LeaseLost instead of overwriting that runner's files.
 
-Light imports only (`bench status` reads leases without torch).
+Light imports only (`clbench status` reads leases without torch).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Run shards on a SLURM cluster through submitit (what each task asks for: bench.running.slurm_options):
 packing shards into array tasks, the job callable (requeued on preemption or timeout, resuming from the last epoch checkpoint), and the
-`submitted.json` record that `bench status` reads.
+`submitted.json` record that `clbench status` reads.
 
 submitit is optional (`pip install clbench[slurm]`); this module imports without it.
 """
@@ -176,14 +176,14 @@ def new_executor(folder: Path, cluster: str = "slurm", max_timeouts: int = 3) ->
     import submitit
 
     if cluster == "slurm" and not (shutil.which("sbatch") and shutil.which("srun")):
-        raise BenchError("--executor slurm: no `sbatch`/`srun` on this machine; run `bench run` on the "
+        raise BenchError("--executor slurm: no `sbatch`/`srun` on this machine; run `clbench run` on the "
                          "cluster's login node, or use --executor local")
     return submitit.AutoExecutor(folder=folder, cluster=cluster, slurm_max_num_timeout=max_timeouts)
 
 
 @dataclass
 class Submission:
-    """What one `bench run --executor slurm` submitted: its folder, record and jobs."""
+    """What one `clbench run --executor slurm` submitted: its folder, record and jobs."""
 
     folder: Path
     record: dict[str, Any]

@@ -1,4 +1,4 @@
-"""Follow shards until each has ended: `bench run --executor slurm --wait` and `bench status --wait`.
+"""Follow shards until each has ended: `clbench run --executor slurm --wait` and `clbench status --wait`.
 
 A shard has ended when no runner will touch it again by itself (bench.running.status.ENDED: done, failed, cancelled,
 interrupted). A shard the scheduler does not know (accounting lags behind a fresh submission) or cannot be asked
@@ -59,7 +59,7 @@ def follow(results_dir: Path, keys: list[str], poll_seconds: float = POLL_SECOND
                 bar.n = sum(s.state == "done" for s in statuses)
                 bar.set_postfix_str(line.split(", ", 1)[1] if ", " in line else "", refresh=True)
             elif line.split(" (")[0] != last_line.split(" (")[0]:
-                print(f"bench: {line}", file=sys.stderr, flush=True)
+                print(f"clbench: {line}", file=sys.stderr, flush=True)
             last_line = line
             if all(s.state in ENDED or (s.state == "unknown" and now - unknown_since[s.key] >= UNKNOWN_GRACE_SECONDS)
                    for s in statuses):

@@ -1,4 +1,4 @@
-"""What one `bench run` asks for, as one frozen value: the sweep (methods x datasets x encoders x seeds), its
+"""What one `clbench run` asks for, as one frozen value: the sweep (methods x datasets x encoders x seeds), its
 settings and where it runs. The command line builds it (bench.cli.run_options) after checking every field;
 the runner and the SLURM executor read it. Imports no torch."""
 
@@ -15,7 +15,7 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class RunOptions:
-    """A checked `bench run`: every field holds its final value (defaults, config file, flags and --set
+    """A checked `clbench run`: every field holds its final value (defaults, config file, flags and --set
     merged; the settings dicts are copies, not to be changed). `request` (the evaluators and per-shard options) is None until it is built, which imports torch."""
 
     methods: tuple[str, ...]

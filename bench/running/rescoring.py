@@ -23,18 +23,18 @@ def check_scorable(runs: list[Path]) -> None:
     finished or have no saved model."""
     unfinished = [r.name for r in runs if not store.is_finished(r)]
     if unfinished:
-        raise BenchError(f"run(s) not finished: {', '.join(unfinished[:5])}; finish them with `bench run` first")
+        raise BenchError(f"run(s) not finished: {', '.join(unfinished[:5])}; finish them with `clbench run` first")
     modelless = [r.name for r in runs if not (r / MODEL_FILE).is_file()]
     if modelless:
         more = f" and {len(modelless) - 5} more" if len(modelless) > 5 else ""
         raise BenchError(f"run(s) without a saved model ({MODEL_FILE}): {', '.join(modelless[:5])}{more}; re-run "
-                         "them with `bench run ... --overwrite`, or leave them out")
+                         "them with `clbench run ... --overwrite`, or leave them out")
 
 
 def rescore(runs: list[Path], evaluators: list[Evaluator], request: ShardRequest, device: Any,
             data_dir: str | None = None, overwrite: bool = False) -> Iterator[tuple[RunSpec, list[EvalOutcome]]]:
     """Score each run with `evaluators` and refresh its results table; yields (run spec, its evaluations) as
-    each run is done. Options left unset take the run's dataset card's defaults, as in `bench run`; named sets
+    each run is done. Options left unset take the run's dataset card's defaults, as in `clbench run`; named sets
     (contrast, transfer attack) default to the run's own data folder."""
     for run_dir in runs:
         spec = RunSpec.from_json(store.read_json(run_dir / store.SPEC))

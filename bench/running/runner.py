@@ -223,7 +223,7 @@ def retry_overwrite(shard: Shard, results_dir: Path, overwrite: bool, attempt: i
 
 
 def plan_sweep(options: RunOptions) -> list[Shard]:
-    """`plan` for a checked `bench run` (its request built)."""
+    """`plan` for a checked `clbench run` (its request built)."""
     return plan(list(options.methods), list(options.datasets), list(options.encoders), list(options.seeds),
                 options.overrides, options.data_dir, options.knobs, options.results_dir,
                 options.request or ShardRequest())
@@ -231,6 +231,6 @@ def plan_sweep(options: RunOptions) -> list[Shard]:
 
 def execute_sweep(shards: list[Shard], options: RunOptions,
                   report: Callable[[int, int, ShardOutcome], None] | None = None) -> list[ShardOutcome]:
-    """`execute` the planned shards of a checked `bench run` here, as its options say."""
+    """`execute` the planned shards of a checked `clbench run` here, as its options say."""
     return execute(shards, options.results_dir, options.jobs, options.device, options.overwrite, options.progress,
                    report, options.request or ShardRequest(), shards_per_gpu=options.shards_per_gpu)

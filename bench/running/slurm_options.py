@@ -15,7 +15,7 @@ import yaml
 
 from bench.errors import BenchError
 
-# Keys of a SLURM profile (YAML), of `bench run` flags (dashes for underscores) and of --config run keys.
+# Keys of a SLURM profile (YAML), of `clbench run` flags (dashes for underscores) and of --config run keys.
 SLURM_KEYS = ("partition", "time_min", "gpus_per_job", "mem_gb", "cpus_per_task", "array_parallelism",
               "max_timeouts", "sbatch")
 # sbatch options that have their own flag; `--sbatch` must not set them a second time.

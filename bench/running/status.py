@@ -1,4 +1,4 @@
-"""`bench status`: the state of every shard under a results folder, from its files (its lease says which runner
+"""`clbench status`: the state of every shard under a results folder, from its files (its lease says which runner
 trains it now, see bench.results.lease) and, for shards submitted to SLURM, the scheduler's job state (sacct, parsed by
 submitit). Light imports only (no torch)."""
 
@@ -127,12 +127,12 @@ def decide(key: str, run_dir: Path | None, submitted: dict[str, Any] | None,
                 return ShardStatus(key, "pending", f"submitted {age:.0f} s ago; slurm has no record of it yet", job)
             return ShardStatus(key, "unknown", f"the scheduler has no record of job {job} ({progress})", job)
         state = "failed" if scheduler in FAILED else "cancelled" if scheduler == "CANCELLED" else "interrupted"
-        again = "; `bench run --resume --executor slurm` submits it again" if state != "failed" else ""
+        again = "; `clbench run --resume --executor slurm` submits it again" if state != "failed" else ""
         return ShardStatus(key, state, f"slurm job ended {scheduler}; {stale}{progress}{again}{log}", job)
     if stale:
-        return ShardStatus(key, "interrupted", f"{stale}{progress}; `bench run --resume` continues it")
+        return ShardStatus(key, "interrupted", f"{stale}{progress}; `clbench run --resume` continues it")
     return ShardStatus(key, "interrupted", f"{progress} (no runner holds it); "
-                                           "`bench run --resume` continues it")
+                                           "`clbench run --resume` continues it")
 
 
 def is_collapsed(run_dir: Path) -> bool:
@@ -168,7 +168,7 @@ def shard_states(results_dir: Path, patterns: list[str] | tuple[str, ...] = (),
             matches = [k for k in keys if fnmatch.fnmatchcase(k, name)]
             if not matches:
                 raise BenchError(f"no shard {pattern!r} under {results_dir} (give --results-dir if the runs are "
-                                 "elsewhere; `bench status` alone lists them all)")
+                                 "elsewhere; `clbench status` alone lists them all)")
             chosen.extend(matches)
         keys = list(dict.fromkeys(chosen))
     return states_of(results_dir, keys, query, folders, submitted)

@@ -50,7 +50,7 @@ def seed_everything(seed: int) -> None:
 
 def deterministic_kernels(device: torch.device, strict: bool = False) -> bool:
     """Choose this process's kernels for training on `device`; returns whether they are deterministic (recorded
-    in every result row). `strict` (`bench run --deterministic`): deterministic algorithms on any device (an op
+    in every result row). `strict` (`clbench run --deterministic`): deterministic algorithms on any device (an op
     without a deterministic implementation raises instead of running), attention on the plain math kernel
     (flash, memory-efficient and cuDNN attention are not bit-reproducible on a GPU) and a fixed cuBLAS
     workspace; cuDNN's autotuner is off whenever the kernels are deterministic. Otherwise deterministic
