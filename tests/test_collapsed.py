@@ -294,3 +294,15 @@ def test_the_demo_heatmaps_never_come_from_a_collapsed_run(folder):
     from bench.reporting.sweep_reports import heatmap_run
 
     assert heatmap_run(store.finished_rows(folder)) == CL1  # supcon's collapsed 99% is not the best method
+
+
+def test_every_reader_of_the_flag_agrees(tmp_path):
+    from bench.reporting.collapsed import flags
+    from bench.running.status import is_collapsed
+
+    values = [1, 1.0, "1", True, 2, 0, 0.0, "0", "", None, float("nan"), False, "yes"]
+    expected = [True, True, True, True, True, False, False, False, False, False, False, False, False]
+    assert list(flags(pd.Series(values, dtype=object))) == expected
+    for value, want in zip(values, expected):
+        store.write_json(tmp_path / store.ROWS, [{"metric": "accuracy", "collapsed": value}])
+        assert is_collapsed(tmp_path) is want, value

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 import pandas as pd
 
 from bench.errors import BenchError
+from bench.results.store import is_collapsed_flag
 
 COLUMN = "collapsed"
 WHAT = "the model predicts one class whatever the input: not a result"
@@ -25,8 +26,8 @@ MARK = "†"
 
 
 def flags(series: pd.Series) -> pd.Series:
-    """Each value of a `collapsed` column as a bool (1, 1.0, "1", True: collapsed; missing or 0: not)."""
-    return pd.to_numeric(series, errors="coerce").fillna(0) >= 1
+    """Each value of a `collapsed` column as a bool (bench.results.store.is_collapsed_flag)."""
+    return series.map(is_collapsed_flag).astype(bool)
 
 
 def collapsed_keys(frame: pd.DataFrame) -> list[str]:

@@ -147,27 +147,13 @@ def mix_warnings(frame: pd.DataFrame) -> list[str]:
     lines += [_mixed(group, [*CELL_KEYS, "evaluator", "split", "metric"], "eval_hash", "evaluator settings",
                      f"{evaluator} rows of one metric (tables keep settings apart, never averaged)", depth=4)
               for evaluator, group in evaluated.groupby("evaluator", sort=True)]
-    lines.append(collapsed_runs(rows))
-    return [line for line in lines if line]
+    return [line for line in lines if line]  # collapsed runs: bench.reporting.collapsed.warning_lines
 
 
 def first_few(names: list[str]) -> str:
     """`a, b, c and 4 more`: the first SHOWN_EXAMPLES names of a warning line."""
     extra = len(names) - SHOWN_EXAMPLES
     return ", ".join(names[:SHOWN_EXAMPLES]) + (f" and {extra} more" if extra > 0 else "")
-
-
-def collapsed_runs(rows: pd.DataFrame) -> str | None:
-    """A warning line naming the runs flagged `collapsed` (one predicted class whatever the input) that these
-    rows average in, with the filter that leaves them out."""
-    if "collapsed" not in rows or "run_key" not in rows:
-        return None
-    keys = sorted(set(rows.loc[as_text(rows["collapsed"]) == "1", "run_key"]))
-    if not keys:
-        return None
-    shown = first_few(keys)
-    return (f"{len(keys)} collapsed run(s) (the model predicts one class whatever the input) are averaged in: "
-            f"{shown}; leave them out with --filter collapsed=0, or re-run them with another --lr")
 
 
 def _mixed(rows: pd.DataFrame, keys: list[str], column: str, what: str, where: str, depth: int = 0) -> str | None:

@@ -210,6 +210,15 @@ def finished_rows(results_dir: Path) -> list[dict[str, Any]]:
     return rows
 
 
+def is_collapsed_flag(value: Any) -> bool:
+    """Whether a row's `collapsed` value marks a collapsed run (the model predicts one class whatever the input):
+    1, 1.0, "1", True do; missing, NaN, 0, "" do not. Every reader of the flag asks this."""
+    try:
+        return float(value) >= 1
+    except (TypeError, ValueError):
+        return False
+
+
 def run_rows(run_dir: Path) -> list[dict[str, Any]]:
     """A finished run's rows: training/clean rows, then each stored evaluation's rows (file-name order), these
     with `eval_version`, the evaluator's version from the evaluation's stored settings, and `eval_settings`

@@ -142,7 +142,7 @@ def is_collapsed(run_dir: Path) -> bool:
         rows = store.read_json(run_dir / store.ROWS)
     except (OSError, ValueError):
         return False
-    return any(isinstance(row, dict) and bool(row.get("collapsed")) for row in rows)
+    return any(isinstance(row, dict) and store.is_collapsed_flag(row.get("collapsed")) for row in rows)
 
 
 def error_reason(path: Path) -> str:
