@@ -127,8 +127,9 @@ def cmd_results(args: argparse.Namespace) -> int:
         raise BenchError("--columns picks the compact view's columns; --long prints every column: drop one")
     if fmt is None and args.long:
         print(readable(frame).to_string(index=False))
-        if collapsed_note(frame):  # the long form has no marker: say it here
-            print(f"warning: {collapsed_note(frame)}", file=sys.stderr)
+        note = collapsed_note(frame)
+        if note:  # the long form has no marker: say it here
+            print(f"warning: {note}", file=sys.stderr)
         return 0
     if fmt is None:
         print(compact_table(frame, shutil.get_terminal_size().columns, args.columns))

@@ -108,6 +108,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     quiet_transformers()
     from bench.cli.progress import SweepProgress
     from bench.cli.run_summary import collapsed_warning, print_next_steps, print_results, write_demo_reports
+    from bench.results.store import is_collapsed_flag
     from bench.running.runner import execute_sweep, plan_sweep
 
     results_dir = opts.results_dir
@@ -130,7 +131,7 @@ def cmd_run(args: argparse.Namespace) -> int:
                        + (f"  {eta}" if eta else ""))
         if outcome.status == "done" and outcome.message:  # a finished run whose result is suspect (collapsed)
             progress.write(f"warning: {outcome.key} {outcome.message}")
-        elif outcome.status == "skipped" and collapsed_warning(outcome.rows):  # its flag is in its stored rows
+        elif outcome.status == "skipped" and any(is_collapsed_flag(r.get("collapsed")) for r in outcome.rows):
             progress.write(f"warning: {outcome.key} collapsed when it was trained (the model predicts one class "
                            "whatever the input): not a result; retrain it with --overwrite and another --lr")
         failed_evaluations.extend(print_evaluations(outcome.evaluations))

@@ -57,12 +57,6 @@ def chosen_dir() -> str | None:
     return os.environ.get(ENV) or None
 
 
-def debian_dir() -> Path:
-    """The dict folder read when nltk has no WordNet data: `BENCH_WORDNET_DIR` when set, else Debian's."""
-    chosen = chosen_dir()
-    return Path(chosen).expanduser() if chosen and chosen.lower() != HIDDEN else DEBIAN_DIR
-
-
 def cache_root() -> Path:
     """The data root that holds the prepared copy, `<root>/corpora/wordnet` (`BENCH_CACHE_DIR` overrides)."""
     return user_cache_dir() / "wordnet"
@@ -125,7 +119,6 @@ def per_wordnet(maxsize: int | None) -> Callable[[Callable[..., T]], Callable[..
         def wrapper(*args: Any) -> T:
             return cached(chosen_dir(), *args)
 
-        wrapper.cache_clear = cached.cache_clear  # type: ignore[attr-defined]
         return wrapper
     return decorate
 
@@ -156,7 +149,7 @@ def _dict_reader(source: Path) -> Any:
 
     root = prepared_root(source)
     target = root / "corpora" / "wordnet"
-    if root != source.parent.parent:
+    if target != source:  # not already in nltk's layout
         try:
             prepare_copy(source, target)
         except OSError as exc:

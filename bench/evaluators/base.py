@@ -10,7 +10,6 @@ folder. Extra scalar keys in a record (e.g. `test`, `capability`, attack paramet
 from __future__ import annotations
 
 import hashlib
-import json
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -19,6 +18,7 @@ import numpy as np
 
 from bench.data.loading import TextData
 from bench.errors import BenchError
+from bench.results.store import settings_text
 
 if TYPE_CHECKING:
     from bench.data.cards import Card
@@ -212,12 +212,6 @@ class Evaluator:
     def settings_hash(self, options: EvalOptions) -> str:
         """Short hash of `settings` (names the stored evaluation file)."""
         return hash_settings(self.settings(options))
-
-
-def settings_text(settings: dict[str, Any]) -> str:
-    """An evaluator's settings dict as canonical JSON (sorted keys): what `hash_settings` hashes, and what every
-    row of the evaluation carries as `eval_settings` (so that reports can name the settings)."""
-    return json.dumps(settings, sort_keys=True, default=str)
 
 
 def hash_settings(settings: dict[str, Any]) -> str:

@@ -16,7 +16,6 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from bench.errors import BenchError
 from bench.reporting.collapsed import MARK as COLLAPSED_MARK
 
 CELL_COLUMNS = ["row", "column", "mean", "std", "n", "text", "best", "note"]
@@ -89,9 +88,3 @@ def format_p(p: float) -> str:
     if math.isnan(p):
         return MISSING
     return "<0.001" if p < 0.001 else f"{p:.3f}"
-
-
-def need(frame: pd.DataFrame, what: str, fix: str) -> None:
-    """BenchError when `frame` is empty."""
-    if frame.empty:
-        raise BenchError(f"no {what} in the selection; {fix}")

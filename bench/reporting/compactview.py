@@ -18,7 +18,7 @@ import pandas as pd
 
 from bench.errors import BenchError
 from bench.reporting.collapsed import collapsed_keys, listed
-from bench.reporting.resultsview import as_text
+from bench.reporting.resultsview import as_text, breakdown_rows
 
 SHORT_METRICS = {
     "accuracy": "acc", "macro_f1": "f1", "original_accuracy": "orig_acc", "contrast_accuracy": "cont_acc",
@@ -31,7 +31,6 @@ SHORT_METRICS = {
 SHORT_SPLITS = {"validation": "val"}
 RUN_COLUMNS = ("method", "dataset", "encoder", "seed", "key")  # what tells the runs apart
 SHARED = ("dataset", "encoder")  # named once above the tables when every run has the same
-BREAKDOWNS = ("label", "test", "capability")  # a row with one of these set is a breakdown, not a summary
 COLLAPSED = "!"  # after the method of a collapsed run
 GAP = "  "
 LONGEST_CELL = 24  # longer names (a Hugging Face id) are cut in the middle
@@ -117,12 +116,8 @@ def section(rows: pd.DataFrame, evaluator: str, keys: dict[str, str], collapsed:
             shared: set[str]) -> tuple[tuple[str, str], list[Column]]:
     """One evaluator's table: (evaluator, main split) and its columns, one cell per run x settings (no column
     for the `shared` ones: the same for every run)."""
-    breakdown = pd.Series(False, index=rows.index)
-    for column in BREAKDOWNS:
-        if column in rows:
-            breakdown |= as_text(rows[column]) != ""
     skipped = rows["metric"] == "skipped"
-    summary = rows[~breakdown & ~skipped]
+    summary = rows[~breakdown_rows(rows) & ~skipped]
     main = summary["split"].iloc[0] if len(summary) else ""
     metrics = list(dict.fromkeys(zip(summary["split"], summary["metric"])))
     groups = sorted(rows.groupby(["run_key", "eval_hash"], sort=False),

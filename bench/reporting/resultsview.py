@@ -107,6 +107,18 @@ def apply_filters(frame: pd.DataFrame, filters: list[str] | None) -> pd.DataFram
     return frame.reset_index(drop=True)
 
 
+BREAKDOWNS = ("label", "test", "capability")  # a row with one of these set is a breakdown, not a summary
+
+
+def breakdown_rows(frame: pd.DataFrame) -> pd.Series:
+    """True for the rows that break an evaluation down (per class, test or capability) rather than sum it up."""
+    mask = pd.Series(False, index=frame.index)
+    for column in BREAKDOWNS:
+        if column in frame:
+            mask |= as_text(frame[column]) != ""
+    return mask
+
+
 def as_text(series: pd.Series) -> pd.Series:
     """Values as the text a filter is compared with (integral floats without `.0`, missing as '')."""
     def text(value: object) -> str:

@@ -11,6 +11,7 @@ import numpy as np
 import pandas as pd
 
 from bench.reporting.collapsed import MARK, split_runs
+from bench.reporting.resultsview import breakdown_rows
 
 KEYS = ["dataset", "encoder", "method"]
 COLLAPSED = "collapsed"  # shown instead of the numbers of a method whose every run collapsed
@@ -54,17 +55,10 @@ def mean_std(values: pd.Series) -> str:
     return f"{mean:.2f} ± {100 * values.std(ddof=1):.2f}"
 
 
-DETAIL_COLUMNS = ("test", "capability")  # per-test / per-capability evaluator rows; the summary shows overall rows
-
-
 def overall_evaluator_rows(frame: pd.DataFrame) -> pd.DataFrame:
     """The evaluator rows that summarise a whole evaluation: no clean rows, no skip markers, no per-label,
     per-test or per-capability rows."""
-    keep = (frame["evaluator"] != "clean") & (frame["metric"] != "skipped") & (frame["label"].fillna("") == "")
-    for column in DETAIL_COLUMNS:
-        if column in frame:
-            keep &= frame[column].fillna("") == ""
-    return frame[keep]
+    return frame[(frame["evaluator"] != "clean") & (frame["metric"] != "skipped") & ~breakdown_rows(frame)]
 
 
 def evaluation_table(rows: list[dict[str, Any]], include_collapsed: bool = False) -> pd.DataFrame:

@@ -219,6 +219,12 @@ def is_collapsed_flag(value: Any) -> bool:
         return False
 
 
+def settings_text(settings: dict[str, Any]) -> str:
+    """An evaluator's settings dict as canonical JSON (sorted keys): what its `eval_hash` is the hash of
+    (bench.evaluators.base.hash_settings), and what every row of the evaluation carries as `eval_settings`."""
+    return json.dumps(settings, sort_keys=True, default=str)
+
+
 def run_rows(run_dir: Path) -> list[dict[str, Any]]:
     """A finished run's rows: training/clean rows, then each stored evaluation's rows (file-name order), these
     with `eval_version`, the evaluator's version from the evaluation's stored settings, and `eval_settings`
@@ -228,10 +234,11 @@ def run_rows(run_dir: Path) -> list[dict[str, Any]]:
         if not evaluation.name.endswith(".error.json"):
             stored = read_json(evaluation)
             settings = stored.get("settings") or {}
+            text = settings_text(settings) if settings else None
             for row in stored["rows"]:
                 row = dict(row)
-                if settings:
-                    row.setdefault("eval_settings", json.dumps(settings, sort_keys=True, default=str))
+                if text is not None:
+                    row.setdefault("eval_settings", text)
                 if settings.get("version") is not None:
                     row["eval_version"] = settings["version"]
                 rows.append(row)
