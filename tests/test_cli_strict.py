@@ -132,6 +132,17 @@ def test_the_benchmarks_refuse_abbreviations_too(capsys):
     assert "did you mean --dataset or --datasets or --data-dir?" in capsys.readouterr().err
 
 
+def test_the_gpu_campaign_refuses_abbreviations_too(capsys, tmp_path):
+    from bench.perf.campaign.cli import build_parser as campaign_parser, main as campaign_main
+
+    for path, parser in subcommands(campaign_parser()):
+        assert isinstance(parser, StrictParser) and parser.allow_abbrev is False, path
+    assert campaign_main(["run", "perf", "--dry", "--out", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("bash scripts/gpu-campaign.sh: error: unknown option --dry: did you mean --dry-run?")
+    assert len(err.splitlines()) == 1 and not any(tmp_path.iterdir())
+
+
 @pytest.mark.parametrize("argv0,prog", [("/usr/local/bin/clbench", "clbench"), ("/usr/bin/bench", "bench"),
                                         ("/x/bench/__main__.py", "clbench"), ("/x/pytest", "clbench"),
                                         ("bench.exe", "bench"), ("", "clbench")])

@@ -323,11 +323,29 @@ def test_compile_times_eager_and_compiled_steps_and_reports_what_cannot_compile(
     assert ce["eager_step_seconds"] > 0 and "compiled_step_seconds" not in ce
 
 
+def test_profile_summarises_one_step_under_the_profiler(tiny, capsys):
+    report, err = run_perf(capsys, "profile", "--dataset", tiny, *TINY, "--batch-size", "8", "--steps", "2",
+                           "--device", "cpu", "--quiet")
+    assert {"benchmark", "method", "encoder", "dataset", "batch_size", "max_length", "steps", "device", "precision",
+            "torch_threads", "wall_seconds", "step_ms", "gpu_busy_share", "gpu_busy_share_note",
+            "kernel_launches_per_step", "top_ops", "host_ops_per_step"} <= set(report)
+    assert report["benchmark"] == "profile" and report["method"] == "ce" and "[perf" not in err
+    assert report["steps"] == 2 and report["step_ms"] > 0 and report["wall_seconds"] > 0
+    assert report["gpu_busy_share"] is None and report["kernel_launches_per_step"] is None   # a CPU runs no kernels
+    assert "no GPU" in report["gpu_busy_share_note"] and report["host_ops_per_step"] > 0
+    ops = report["top_ops"]
+    assert 0 < len(ops) <= 10 and all(set(op) == {"name", "calls", "self_ms_per_step", "share"} for op in ops)
+    assert all(0 < op["share"] <= 1 and op["calls"] >= 1 and op["self_ms_per_step"] > 0 for op in ops)
+    assert sum(op["share"] for op in ops) <= 1 + 1e-3   # shares of all host operators' self time (4 digits each)
+    assert [op["share"] for op in ops] == sorted((op["share"] for op in ops), reverse=True)
+
+
 @pytest.mark.parametrize("argv,message", [
     (["report", "--batch-sizes", "32,x"], "--batch-sizes takes whole numbers"),
     (["overhead", "--batch-sizes", "32"], "--batch-sizes is for `report`"),
     (["shards", "--concurrency", "2,4"], "--concurrency needs 1"),
     (["shard-cost", "--methods", "ce,cl"], "give one method"),
+    (["profile", "--methods", "ce,clld"], "profile profiles one method"),
     (["compile", "--compile-backend", "nosuch"], "unknown --compile-backend 'nosuch'"),
     (["methods", "--methods", "nope"], "nope"),
     (["overhead", "--steps", "0"], "--steps must be >= 1"),

@@ -495,3 +495,83 @@ def test_adaptive_attack_is_opt_in_on_cpu_by_default(tmp_path):
     assert "not run by default on CPU" in evaluator().skip_reason(ctx)
     ctx.explicit = True
     assert evaluator().skip_reason(ctx) is None
+
+
+# ---------------------------------------------------------------- .npz vectors and the attack's vocabulary
+
+def test_npz_vectors_round_trip_exactly_and_bad_npz_files_say_what_is_wrong(tmp_path):
+    words = ["good", "Fine", "film", "naïve"]
+    matrix = np.random.default_rng(3).standard_normal((4, 5)).astype(np.float32) * 1e3
+    path = tmp_path / "vectors.npz"
+    wordvectors.write_vectors_npz(path, words, matrix)
+    read_words, read_matrix = read_vectors_file(path)
+    assert read_words == words and read_matrix.dtype == np.float32
+    assert np.array_equal(read_matrix, matrix)  # bit for bit, no text round trip
+    loaded = load_word_vectors(str(path))
+    assert loaded.words == words and "fine" in loaded and np.array_equal(loaded.raw_rows([3, 0]), matrix[[3, 0]])
+    assert loaded.neighbours("good", k=3, min_cos=-1.0)  # searchable like a text vectors file
+
+    np.savez(tmp_path / "no-vectors.npz", words=np.array(words))
+    np.savez(tmp_path / "short.npz", words=np.array(words[:3]), vectors=matrix)
+    np.savez(tmp_path / "empty.npz", words=np.array([], dtype=str), vectors=np.zeros((0, 5), dtype=np.float32))
+    (tmp_path / "junk.npz").write_text("not a zip", encoding="utf-8")
+    for name, message in (("no-vectors", "an .npz needs arrays `words` and `vectors`"),
+                          ("short", r"`words` \(3\) and the rows of `vectors` \(4, 5\) must match"),
+                          ("empty", "must match and be non-empty"),
+                          ("junk", "cannot read word vectors file")):
+        with pytest.raises(BenchError, match=message) as caught:
+            read_vectors_file(tmp_path / f"{name}.npz")
+        assert "\n" not in str(caught.value) and f"{name}.npz" in str(caught.value)
+    with pytest.raises(BenchError, match="must match"):
+        load_word_vectors(str(tmp_path / "short.npz"))
+
+
+def random_words(count: int, seed: int) -> list[str]:
+    """`count` distinct lower-case alphabetic words, none a stop word."""
+    from bench.data.words import STOP_WORDS
+
+    rng = np.random.default_rng(seed)
+    words: list[str] = []
+    while len(words) < count:
+        word = "".join(rng.choice(list("abcdefghijklmnopqrstuvwxyz"), size=int(rng.integers(5, 9))))
+        if word not in words and word not in STOP_WORDS:
+            words.append(word)
+    return words
+
+
+@pytest.mark.parametrize("config", [AttackConfig(), AttackConfig(max_candidates=3, cos_threshold=0.3)],
+                         ids=["default", "few-candidates"])
+def test_attack_vocabulary_cuts_the_vectors_without_changing_any_neighbours(config):
+    from bench.attack.search import attack_vocabulary, query_words
+
+    words = random_words(200, seed=0)
+    full = WordVectors("random", words, np.random.default_rng(1).standard_normal((200, 8)).astype(np.float32))
+    texts = [f"the {words[3].capitalize()} {words[17]}, and {words[42]} !", f"{words[99]} ({words[150]}) 42 .",
+             f"a {words[3]} unknownword {words[7]}."]
+    queries = query_words(texts)
+    assert queries == sorted({words[i] for i in (3, 17, 42, 99, 150, 7)} | {"unknownword"})
+    rows = attack_vocabulary(full, texts, config)
+    assert rows == sorted(set(rows)) and 0 < len(rows) < len(words)
+    cut = WordVectors("cut", [words[r] for r in rows], full.raw_rows(rows))
+    expected = full.neighbours_many(queries, config.max_candidates, config.cos_threshold)
+    got = cut.neighbours_many(queries, config.max_candidates, config.cos_threshold)
+    assert sum(len(n) for n in expected.values()) > len(queries)  # neighbours exist, so the cut means something
+    for word in queries:
+        assert [w for w, _ in got[word]] == [w for w, _ in expected[word]], word
+        assert np.allclose([c for _, c in got[word]], [c for _, c in expected[word]], atol=1e-6, rtol=0), word
+    # every query word the vectors know is kept, and only they and their neighbours
+    reached = {w for w in queries if w in full} | {w for n in expected.values() for w, _ in n}
+    assert set(cut.words) == reached
+
+
+def test_attack_vocabulary_keeps_each_spelling_of_a_neighbour_and_refuses_a_partial_search():
+    from bench.attack.search import attack_vocabulary
+
+    base = np.array([1.0, 0.0, 0.0, 0.0], dtype=np.float32)
+    words = ["good", "Good", "fine", "far"]  # `Good` is a neighbour of `fine` in its own spelling
+    matrix = np.stack([base + [0, 0.01, 0, 0], base + [0, 0.02, 0, 0], base, np.array([0, 0, 0, 1.0])])
+    vectors = WordVectors("cased", words, matrix.astype(np.float32))
+    rows = attack_vocabulary(vectors, ["fine"])
+    assert [words[r] for r in rows] == ["good", "Good", "fine"]
+    with pytest.raises(ValueError, match="searches 2 of its 4 words"):
+        attack_vocabulary(WordVectors("partial", words, matrix.astype(np.float32), search_size=2), ["fine"])

@@ -51,6 +51,30 @@ class AttackConfig:
                 "max_change": self.max_change, "drop_antonyms": self.drop_antonyms}
 
 
+def query_words(texts: Sequence[str]) -> list[str]:
+    """The lower-cased words whose neighbours an attack on `texts` looks up (as TextFooler.candidates does)."""
+    words = {split_token(token)[1].lower() for text in texts for token in text.split()}
+    return sorted(w for w in words if is_candidate(w))
+
+
+def attack_vocabulary(vectors: WordVectors, texts: Sequence[str], config: AttackConfig | None = None) -> list[int]:
+    """The rows of `vectors` an attack on `texts` can reach (its query words and their neighbours under
+    `config`), in the vectors' own order: vectors cut to these rows give the same candidates for these texts.
+    ValueError for vectors that search only some of their words (plain GloVe's 50k of 400k)."""
+    if vectors.search_size < len(vectors.words):
+        raise ValueError(f"{vectors.name} searches {vectors.search_size} of its {len(vectors.words)} words: a cut "
+                         "would search them all and find other neighbours")
+    config = config or AttackConfig()
+    queries = [w for w in query_words(texts) if w in vectors]
+    found = vectors.neighbours_many(queries, config.max_candidates, config.cos_threshold)
+    row_of_spelling: dict[str, int] = {}
+    for row, word in enumerate(vectors.words):
+        row_of_spelling.setdefault(word, row)  # neighbours come back spelled as stored
+    rows = {vectors.row_of[w] for w in queries}
+    rows |= {row_of_spelling[w] for neighbours in found.values() for w, _ in neighbours}
+    return sorted(rows)
+
+
 @dataclass
 class AttackResult:
     """The outcome of attacking one text."""

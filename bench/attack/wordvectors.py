@@ -58,6 +58,10 @@ class WordVectors:
         """Vector dimension."""
         return int(self.search.shape[1])
 
+    def raw_rows(self, rows: list[int]) -> np.ndarray:
+        """The stored (not normalised) float32 vectors of `rows`."""
+        return np.asarray(self._matrix[rows], dtype=np.float32)
+
     def vector(self, word: str) -> np.ndarray:
         """The unit vector of word (KeyError when unknown)."""
         row = self.row_of[word.lower()]
@@ -99,7 +103,8 @@ class WordVectors:
 
 
 def read_vectors_file(path: str | os.PathLike) -> tuple[list[str], np.ndarray]:
-    """Words and a float32 matrix from a text vectors file (`word v1 ... vd` per line, optionally gzipped).
+    """Words and a float32 matrix from a text vectors file (`word v1 ... vd` per line, optionally gzipped) or a
+    NumPy .npz file (arrays `words` and `vectors`, as `write_vectors_npz` writes it).
 
     A first line of two integers (word2vec/fastText header) is skipped; blank lines are ignored; a line with a
     different dimension or a non-number raises a BenchError naming the file and line."""
@@ -107,6 +112,8 @@ def read_vectors_file(path: str | os.PathLike) -> tuple[list[str], np.ndarray]:
     if not path.is_file():
         raise BenchError(f"word vectors file {path} not found (--word-vectors expects a text file with "
                          "`word v1 ... vd` per line)")
+    if path.name.endswith(".npz"):
+        return read_vectors_npz(path)
     opener = gzip.open if path.name.endswith(".gz") else open
     words: list[str] = []
     rows: list[np.ndarray] = []
@@ -136,6 +143,26 @@ def read_vectors_file(path: str | os.PathLike) -> tuple[list[str], np.ndarray]:
     if not words:
         raise BenchError(f"word vectors file {path} holds no vectors")
     return words, np.stack(rows)
+
+
+def read_vectors_npz(path: Path) -> tuple[list[str], np.ndarray]:
+    """Words and float32 matrix of an .npz vectors file; a BenchError naming what is wrong with it."""
+    try:
+        with np.load(path, allow_pickle=False) as stored:
+            words, matrix = [str(w) for w in stored["words"]], np.asarray(stored["vectors"], dtype=np.float32)
+    except (OSError, ValueError, KeyError) as exc:
+        raise BenchError(f"cannot read word vectors file {path}: an .npz needs arrays `words` and `vectors` "
+                         f"({exc.__class__.__name__}: {exc})") from exc
+    if matrix.ndim != 2 or len(words) != len(matrix) or not words:
+        raise BenchError(f"word vectors file {path}: `words` ({len(words)}) and the rows of `vectors` "
+                         f"{tuple(matrix.shape)} must match and be non-empty")
+    return words, matrix
+
+
+def write_vectors_npz(path: Path, words: list[str], matrix: np.ndarray) -> None:
+    """Store words and their vectors (float32, exactly) as an .npz file that --word-vectors reads."""
+    with open(path, "wb") as handle:
+        np.savez_compressed(handle, words=np.array(words, dtype=str), vectors=np.asarray(matrix, dtype=np.float32))
 
 
 @functools.lru_cache(maxsize=2)

@@ -21,7 +21,7 @@ EVAL_HELP = {
     "attack_data": "textfooler: file or folder of texts to attack instead of the test split",
     "word_vectors": "textfooler's synonym space: counter-fitted (GloVe 6B-50d counter-fitted with the shipped "
                     "PPDB/WordNet constraints, built once and cached), glove (plain GloVe 6B-50d), or a vectors "
-                    "file (word v1 .. vd per line)",
+                    "file (word v1 .. vd per line, or .npz)",
     "contrast_set": "contrast: folder or name of a contrast set (default: the dataset card's)",
     "contrast_split": "contrast: split of the contrast set",
     "contrast_kinds": "contrast: extra row kinds as ROLE=KIND,... with ROLE original or contrast, e.g. "

@@ -13,6 +13,7 @@ One module per job:
     concurrency  shards: K training processes sharing one device vs one
     fixed_cost   shard-cost: one real shard's wall time split into its parts
     compile      compile: eager vs torch.compile step time per method
+    profile      profile: one method's training step under the PyTorch profiler (top operators, GPU busy share)
     estimate     estimate: a sweep's expected wall time from a measured or assumed rate
     slurm        slurm: submission time and requeue overhead on a real cluster (and the real-cluster tests' helpers)
     demo         demo: `clbench run` with no arguments (a new user's first command) against its 3-minute budget
@@ -43,6 +44,8 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
     "bench.perf.demo": ("demo_report", "BUDGET_SECONDS"),  # not `demo`: bench.perf.demo is its module
     "bench.perf.fixed_cost": ("shard_cost", "shard_breakdown"),
     "bench.perf.compile": ("compile_bench", "compile_one"),
+    "bench.perf.profile": ("device_kernels", "busy_seconds", "self_time_us", "top_ops", "host_ops"),  # not `profile`:
+    # bench.perf.profile is its module (as with demo)
     "bench.perf.estimate": ("run_estimate",),
     "bench.perf.slurm": ("slurm_bench", "slow_dataset", "cluster_problem", "hurry_requeued", "task_spans",
                          "restarts"),

@@ -10,6 +10,7 @@
     python -m bench.perf shards --concurrency 1,2,4 ...                      # K training processes sharing one device
     python -m bench.perf shard-cost --dataset trec --data-dir DATA # the fixed cost of one real shard
     python -m bench.perf compile --methods ce,clld-adaptive ...              # eager vs torch.compile step time
+    python -m bench.perf profile --dataset 20ng --data-dir DATA --encoder bert-base-random  # one ce step under the PyTorch profiler
     python -m bench.perf estimate --config configs/clld-table2.yaml ...      # expected wall time of a sweep
     python -m bench.perf slurm --slurm-shards 30                             # submission and requeue costs
     python -m bench.perf demo                                                # `clbench run` alone vs its 3 minutes
@@ -43,6 +44,7 @@ from bench.perf.fixed_cost import shard_cost
 from bench.perf.hf_baseline import hf_trainer
 from bench.perf.loops import methods_step, overhead, padding
 from bench.perf.mfu import report, throughput
+from bench.perf.profile import profile
 from bench.perf.slurm import slurm_bench
 from bench.perf.vectors import vectors_bench
 from bench.registry import METHODS
@@ -55,7 +57,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], dict]] = {
     "overhead": overhead, "padding": padding, "methods": methods_step, "hf-trainer": hf_trainer,
     "throughput": throughput, "report": report, "short-texts": short_texts, "shards": shards,
     "shard-cost": shard_cost, "compile": compile_bench, "estimate": run_estimate, "slurm": slurm_bench,
-    "demo": demo, "vectors": vectors_bench}
+    "demo": demo, "vectors": vectors_bench, "profile": profile}
 
 
 class Parser(StrictParser):
@@ -97,11 +99,14 @@ def resolve(args: argparse.Namespace) -> None:
     args.concurrency_list = whole_numbers(args.concurrency, "--concurrency")
     if 1 not in args.concurrency_list or len(set(args.concurrency_list)) != len(args.concurrency_list):
         raise BenchError(f"--concurrency needs 1 (the baseline) and distinct values, got {args.concurrency!r}")
-    default_methods = {"methods": ",".join(INHERENT_PASSES), "compile": "ce,clld-adaptive", "shard-cost": "ce"}
+    default_methods = {"methods": ",".join(INHERENT_PASSES), "compile": "ce,clld-adaptive", "shard-cost": "ce",
+                       "profile": "ce"}
     args.methods = args.methods or default_methods.get(command, "ce")
     args.method_list = [METHODS.canonical(m) for m in args.methods.split(",") if m]
     if command == "shard-cost" and len(args.method_list) != 1:
         raise BenchError(f"shard-cost runs one shard: give one method (--methods ce), got {args.methods!r}")
+    if command == "profile" and len(args.method_list) != 1:
+        raise BenchError(f"profile profiles one method: give one method (--methods ce), got {args.methods!r}")
     args.epochs = args.epochs if args.epochs is not None or command != "shards" else 2
     if args.epochs is not None and args.epochs < 1:
         raise BenchError(f"--epochs must be >= 1, got {args.epochs}")
@@ -123,7 +128,8 @@ def build_parser() -> Parser:
     parser.add_argument("command", choices=list(COMMANDS))
     parser.add_argument("--methods", default=None,
                         help="methods: which to time (default: all); compile: which to compile (default: "
-                             "ce,clld-adaptive); shard-cost: the shard's method (default: ce)")
+                             "ce,clld-adaptive); shard-cost: the shard's method, profile: the method profiled "
+                             "(default: ce)")
     parser.add_argument("--dataset", default="demo", help="a dataset card name or folder (default: demo)")
     parser.add_argument("--datasets", default="trec,mr", help="short-texts: comma-separated (default: trec,mr)")
     parser.add_argument("--data-dir", default=None)

@@ -1,0 +1,55 @@
+"""The pack's layout, shared by `pack` (which writes it) and `run` (which reads it on the device): the folders a
+device call carries, the manifest, and the fingerprint of the code the pack's wheel was built from."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Any
+
+from bench.errors import BenchError
+
+MANIFEST = "manifest.json"      # in base/: what the pack holds and which code it was built from
+BASE = "base"                   # the clbench wheel and the wheels every part needs that the device image lacks
+TEST_WHEELS = "test-wheels"     # the wheels only the test suite needs
+MINILM = "minilm"               # minilm.tar.xz: the fp16 stand-in package of scripts/pack-minilm-fp16.py
+WORDNET = "wordnet"             # wordnet.tar.xz: corpora/wordnet/ with the dict files nltk reads
+DATA_PERF = "data-perf"         # the data sets of the perf part, one folder each
+VECTORS = "vectors.npz"         # in paper-<dataset>/: the counter-fitted vectors cut to the attacked texts
+PAPER_DATA = "data"             # in paper-<dataset>/: the data sets of that paper part
+FOLDER_LIMIT_MIB = 60           # each folder of the pack
+CALL_LIMIT_MIB = 64             # everything one device call carries, the working tree included
+SOURCE_PARTS = ("bench", "methods", "datasets", "pyproject.toml")  # what the wheel is built from
+
+
+def paper_folder(dataset: str) -> str:
+    """The pack folder of the paper part on `dataset`."""
+    return f"paper-{dataset}"
+
+
+def source_hash(repo: Path) -> str:
+    """SHA-256 over the files the clbench wheel is built from (names and bytes; caches left out)."""
+    digest = hashlib.sha256()
+    for part in SOURCE_PARTS:
+        root = repo / part
+        files = [root] if root.is_file() else sorted(p for p in root.rglob("*") if p.is_file())
+        for path in files:
+            if "__pycache__" in path.parts or path.suffix == ".pyc":
+                continue
+            digest.update(str(path.relative_to(repo)).encode() + b"\0" + path.read_bytes() + b"\0")
+    return digest.hexdigest()
+
+
+def read_manifest(pack: Path) -> dict[str, Any]:
+    """The pack's manifest; a BenchError saying how to make the pack when it is missing."""
+    path = pack / BASE / MANIFEST
+    if not path.is_file():
+        raise BenchError(f"no campaign pack at {pack} (no {BASE}/{MANIFEST}); make it with "
+                         f"`bash scripts/gpu-campaign.sh pack {pack}` and carry its folders")
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def folder_mib(folder: Path) -> float:
+    """The size of the files under folder, in MiB."""
+    return sum(p.stat().st_size for p in folder.rglob("*") if p.is_file()) / 2**20
