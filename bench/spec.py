@@ -69,6 +69,11 @@ def slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "-", text.replace("/", "--")).strip("-") or "x"
 
 
+# The `variant` of a method that follows its authors' released code: the default of every method that has the
+# knob; results of any other variant are reported under `method:variant` (e.g. cline:paper).
+RELEASED = "released"
+
+
 @dataclass(frozen=True)
 class RunSpec:
     """Everything that determines one shard's result: method, data, encoder, seed and settings."""
@@ -107,6 +112,11 @@ class RunSpec:
     def config_hash(self) -> str:
         """A short hash of the canonical string."""
         return hashlib.sha256(self.canonical().encode()).hexdigest()[:10]
+
+    @property
+    def variant(self) -> str:
+        """The method's `variant` knob (which form of the method: see RELEASED), or '' for a method without one."""
+        return str(dict(self.method_config).get("variant", ""))
 
     @property
     def key(self) -> str:

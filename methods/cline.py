@@ -1,5 +1,12 @@
 """cline — contrastive learning with semantic negative examples (Wang et al.), fine-tuning form: a synonym
-view is pulled towards the original and an antonym view pushed away, and a token head detects replaced words."""
+view is pulled towards the original and an antonym view pushed away, and a token head finds the replaced words.
+
+`variant: released` (the default) follows the authors' released code (kandorm/CLINE) where it departs from the
+paper: a 3-way token classifier (kept / replaced in the synonym view / replaced in the antonym view) scored on
+candidate words only, up to half of a text's words replaced in each view, the model's pooler output as the
+sentence vector, and learned task weights regularised by clamp(s, min=0). `variant: paper` is the paper's
+equations as this project first implemented them (docs/METHODS.md "cline": departures from the released code).
+"""
 
 from __future__ import annotations
 
@@ -13,18 +20,25 @@ from torch import nn
 from bench.errors import BenchError
 from bench.registry import METHODS
 from bench.methods.base import Method, PrepareContext
-from bench.methods.losses import cline_bce_loss, cline_contrastive_loss, replaced_token_loss
+from bench.methods.losses import (IGNORE_TOKEN, cline_bce_loss, cline_contrastive_loss, cline_token_loss,
+                                  replaced_token_loss)
 from bench.methods.views import require_wordnet, stacked, word_views
+
+VARIANTS = ("released", "paper")
+RELEASED_RATE = 0.5    # released replace_word: int(0.5 x words) replaced per view, at most the candidate words
+KEPT, SYNONYM, ANTONYM = 0, 1, 2  # the released token classes
 
 
 @dataclass(frozen=True)
 class CLINEConfig:
-    """syn_rate / ant_rate: share of content words replaced in x_syn / x_ant; syn_inflections: x_syn also makes
-    morphological changes (another inflection: films -> film) where WordNet has no synonym or hypernym of a
-    word, as the paper lists them among x_syn's replacements; lambda_cts, lambda_rtd: weights of
-    the sentence contrastive and replaced-token losses (weights: fixed) or learned uncertainty weights
-    Σ exp(-s_k) L_k + s_k (weights: learned); sentence_loss: eq6 (the paper) or bce (the released code)."""
+    """variant: released (the authors' code) or paper (see the module); syn_rate / ant_rate (paper variant):
+    share of content words replaced in x_syn / x_ant; syn_inflections: x_syn also makes morphological changes
+    (films -> film) where WordNet has no synonym or hypernym; lambda_cts, lambda_rtd: weights of the sentence
+    contrastive and token losses (weights: fixed) or learned uncertainty weights Σ exp(-s_k) L_k + r(s_k)
+    (weights: learned; r(s) = max(s, 0) in the released variant, s in the paper one); sentence_loss: eq6 (the
+    paper) or bce (the released code)."""
 
+    variant: str = "released"
     syn_rate: float = 0.4
     ant_rate: float = 0.2
     syn_inflections: bool = True
@@ -34,6 +48,8 @@ class CLINEConfig:
     sentence_loss: str = "eq6"
 
     def __post_init__(self) -> None:
+        if self.variant not in VARIANTS:
+            raise BenchError(f"cline: variant is {' or '.join(VARIANTS)}, got {self.variant!r}")
         if not (0 < self.syn_rate <= 1 and 0 < self.ant_rate <= 1):
             raise BenchError("cline: syn_rate and ant_rate must be in (0, 1]")
         if self.weights not in ("fixed", "learned") or self.sentence_loss not in ("eq6", "bce"):
@@ -42,15 +58,37 @@ class CLINEConfig:
             raise BenchError("cline: lambda_cts and lambda_rtd must be >= 0")
 
 
+def token_labels(replaced: torch.Tensor, candidate: torch.Tensor, replaced_class: int) -> torch.Tensor:
+    """The released token labels of one view (B, T): `replaced_class` on a replaced word's tokens, KEPT on a
+    kept candidate word's, IGNORE_TOKEN elsewhere (other words, special tokens, padding)."""
+    scored = torch.where(replaced > 0, replaced_class, KEPT)
+    return torch.where(candidate > 0, scored, IGNORE_TOKEN).long()  # no boolean indexing: no host sync
+
+
+def uncertainty_weighted(losses: dict[str, torch.Tensor], log_vars: torch.Tensor,
+                         clamped: bool) -> dict[str, torch.Tensor]:
+    """exp(-s_k) L_k + r(s_k) per task k, with r(s) = max(s, 0) when `clamped` (the released code) else s."""
+    return {name: torch.exp(-log_vars[k]) * value + (log_vars[k].clamp(min=0) if clamped else log_vars[k])
+            for k, (name, value) in enumerate(losses.items())}
+
+
+def released_token_head(dim: int) -> nn.Module:
+    """The released token classifier: dense, GELU, LayerNorm, then 3 classes (shaped like RoBERTa's LM head)."""
+    return nn.Sequential(nn.Linear(dim, dim), nn.GELU(), nn.LayerNorm(dim), nn.Linear(dim, 3))
+
+
 @METHODS.register("cline")
 class CLINE(Method):
     """CE + contrastive loss against WordNet synonym/antonym views + replaced-token detection."""
 
     Config = CLINEConfig
+    version = 2  # 2: the `variant` knob (released by default)
 
     def __init__(self, encoder, num_labels, config=None, head_dropout=0.1):
         super().__init__(encoder, num_labels, config, head_dropout)
-        self.rtd_head = nn.Linear(getattr(encoder, "token_size", encoder.hidden_size), 1)
+        dim = getattr(encoder, "token_size", encoder.hidden_size)
+        released = self.config.variant == "released"
+        self.rtd_head = released_token_head(dim) if released else nn.Linear(dim, 1)
         self.log_vars = nn.Parameter(torch.zeros(3)) if self.config.weights == "learned" else None
         self.syn = self.ant = None
 
@@ -59,29 +97,42 @@ class CLINE(Method):
         require_wordnet()
 
     def prepare(self, context: PrepareContext) -> None:
-        self.syn = word_views(context, "syn-inflect" if self.config.syn_inflections else "syn", self.config.syn_rate)
-        self.ant = word_views(context, "ant", self.config.ant_rate)
+        syn_kind = "syn-inflect" if self.config.syn_inflections else "syn"
+        if self.config.variant == "released":
+            self.syn = word_views(context, syn_kind, RELEASED_RATE, quota="tokens")
+            self.ant = word_views(context, "ant", RELEASED_RATE, quota="tokens")
+        else:
+            self.syn = word_views(context, syn_kind, self.config.syn_rate)
+            self.ant = word_views(context, "ant", self.config.ant_rate)
 
     def loss(self, batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
         if self.syn is None:
             raise RuntimeError("cline needs prepare() before training")
         device, m = batch["labels"].device, batch["labels"].shape[0]
+        released = self.config.variant == "released"
         syn = self.syn.batch(batch["index"], device)
         ant = self.ant.batch(batch["index"], device)
         rows = stacked(batch, syn, ant, pad_id=self.syn.pad_id)
         out = self.encode(rows)
-        h = out.pooled.float()
+        sentence = out.pooler if released and out.pooler is not None else out.pooled
+        h = sentence.float()
         ce = F.cross_entropy(self.head(out.pooled[:m]).float(), batch["labels"])
         if self.config.sentence_loss == "eq6":
             cts = cline_contrastive_loss(h[:m], h[m:2 * m], h[2 * m:])
         else:
             cts = 0.5 * (cline_bce_loss(h[:m], h[m:2 * m], 1.0) + cline_bce_loss(h[:m], h[2 * m:], 0.0))
         width = rows["input_ids"].shape[1]
-        replaced = torch.cat([F.pad(v["replaced"], (0, width - v["replaced"].shape[1])) for v in (syn, ant)])
-        token_logits = self.rtd_head(out.tokens[m:]).squeeze(-1)
-        rtd = replaced_token_loss(token_logits, replaced, rows["attention_mask"][m:])
+
+        def widened(key: str) -> list[torch.Tensor]:
+            return [F.pad(v[key], (0, width - v[key].shape[1])) for v in (syn, ant)]
+
+        if released:
+            (syn_rep, ant_rep), (syn_cand, ant_cand) = widened("replaced"), widened("candidate")
+            labels = torch.cat([token_labels(syn_rep, syn_cand, SYNONYM), token_labels(ant_rep, ant_cand, ANTONYM)])
+            rtd = cline_token_loss(self.rtd_head(out.tokens[m:]), labels)
+        else:
+            token_logits = self.rtd_head(out.tokens[m:]).squeeze(-1)
+            rtd = replaced_token_loss(token_logits, torch.cat(widened("replaced")), rows["attention_mask"][m:])
         if self.log_vars is None:
             return {"ce": ce, "cts": self.config.lambda_cts * cts, "rtd": self.config.lambda_rtd * rtd}
-        s = self.log_vars
-        return {name: torch.exp(-s[k]) * value + s[k] for k, (name, value) in enumerate(
-            (("ce", ce), ("cts", cts), ("rtd", rtd)))}
+        return uncertainty_weighted({"ce": ce, "cts": cts, "rtd": rtd}, self.log_vars, clamped=released)

@@ -23,6 +23,7 @@ __all__ = [
     "cline_contrastive_loss",
     "cline_bce_loss",
     "replaced_token_loss",
+    "cline_token_loss",
     "alignment_loss",
     "PowerNorm",
     "ema_update",
@@ -31,6 +32,8 @@ __all__ = [
 # Finite stand-in for -inf on masked logits: exp() of it underflows to exactly 0 in float32, yet a row that
 # is entirely masked (a batch of one) still gives a finite logsumexp and finite gradients.
 _MASKED = -1e9
+# The label of a token a token-level loss does not score (PyTorch's cross_entropy ignore_index default).
+IGNORE_TOKEN = -100
 # The diagonal value of SimLDM prescribed by CLLD Eq. 5.
 _CLLD_DIAGONAL = -1e6
 # Norm-product floor of CLLD Eq. 4.
@@ -197,6 +200,21 @@ def replaced_token_loss(token_logits: Tensor, replaced: Tensor, mask: Tensor) ->
     keep = mask.to(device=logits.device) > 0
     kept = torch.where(keep, per_token, torch.zeros_like(per_token))
     return kept.sum() / keep.sum().clamp_min(1).to(kept.dtype)
+
+
+@_in_float32
+def cline_token_loss(token_logits: Tensor, labels: Tensor) -> Tensor:
+    """CLINE's released-code token objective (docs/METHODS.md "cline", `variant: released`).
+
+    Cross-entropy of token_logits (B, T, C) against labels (B, T), averaged over the labelled tokens; label -100
+    marks a token that is not scored (not a candidate word, special, padding); 0 when no token is labelled.
+    """
+    if token_logits.dim() != 3 or token_logits.shape[:2] != labels.shape:
+        raise ValueError("token_logits must be (B, T, C) and labels (B, T)")
+    logits = token_logits.float().reshape(-1, token_logits.shape[-1])
+    flat = labels.reshape(-1).to(logits.device)
+    total = F.cross_entropy(logits, flat, ignore_index=IGNORE_TOKEN, reduction="sum")  # no host sync
+    return total / (flat != IGNORE_TOKEN).sum().clamp_min(1).to(total.dtype)
 
 
 @_in_float32

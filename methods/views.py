@@ -46,8 +46,9 @@ def stacked(*batches: dict[str, torch.Tensor], pad_id: int) -> dict[str, torch.T
 
 @dataclass
 class TokenViews:
-    """Tokenised augmented copies of the training texts, with a per-token `replaced` flag; batches are padded
-    like the Trainer's (`bucket`, `max_width`: see bench.data.batching.bucket_width)."""
+    """Tokenised augmented copies of the training texts, with per-token `replaced` and `candidate` flags (a
+    token of a replaced word / of a content word; special tokens are neither; no `candidate` given: none is);
+    batches are padded like the Trainer's (`bucket`, `max_width`: see bench.data.batching.bucket_width)."""
 
     encoded: Encoded
     replaced: list[list[int]]
@@ -55,31 +56,38 @@ class TokenViews:
     min_length: int
     bucket: int = 0
     max_width: int | None = None
+    candidate: list[list[int]] | None = None
 
     def __post_init__(self) -> None:
         self.replaced_matrix = padded_matrix(self.replaced, self.encoded.lengths, np.float32)
+        candidate = self.candidate if self.candidate is not None else [[0] * len(r) for r in self.replaced]
+        self.candidate_matrix = padded_matrix(candidate, self.encoded.lengths, np.float32)
 
     def batch(self, index: torch.Tensor, device: torch.device) -> dict[str, torch.Tensor]:
-        """The views of the training examples at `index` (a host tensor), padded, with a `replaced` (B, T) tensor."""
+        """The views of the training examples at `index` (a host tensor), padded, with `replaced` and `candidate`
+        (B, T) tensors."""
         idx = index.numpy()  # a host tensor: reading it never waits for the GPU
         out = collate(self.encoded, idx, self.pad_id, self.min_length, bucket=self.bucket, max_width=self.max_width,
                       pin=device.type == "cuda")
-        flags = take_padded(self.replaced_matrix, idx, out["input_ids"].shape[1], self.encoded.lengths[idx], 0.0)
-        out["replaced"] = torch.from_numpy(flags)
-        if device.type == "cuda":
-            out["replaced"] = out["replaced"].pin_memory()
+        width, lengths = out["input_ids"].shape[1], self.encoded.lengths[idx]
+        for key, matrix in (("replaced", self.replaced_matrix), ("candidate", self.candidate_matrix)):
+            out[key] = torch.from_numpy(take_padded(matrix, idx, width, lengths, 0.0))
+            if device.type == "cuda":
+                out[key] = out[key].pin_memory()
         return to_device(out, device)
 
 
-def word_views(context: PrepareContext, kind: str, rate: float) -> TokenViews:
-    """WordNet views (a bench.data.augment.KINDS kind) of every training text, cached on disk per dataset and seed."""
-    views = augment_texts(context.train_texts, kind, rate, context.seed, cache_dir=context.cache_dir)
+def word_views(context: PrepareContext, kind: str, rate: float, quota: str = "content") -> TokenViews:
+    """WordNet views (a bench.data.augment.KINDS kind, rate counted by a QUOTAS rule) of every training text,
+    cached on disk per dataset and seed."""
+    views = augment_texts(context.train_texts, kind, rate, context.seed, cache_dir=context.cache_dir, quota=quota)
     tokenize_words = context.bundle.tokenize_words
     ids, word_ids = tokenize_words([list(v.tokens) for v in views])
     replaced = [[int(w >= 0 and v.replaced[w]) for w in wid] for v, wid in zip(views, word_ids)]
+    candidate = [[int(w >= 0 and v.candidate[w]) for w in wid] for v, wid in zip(views, word_ids)]
     labels = np.zeros(len(ids), dtype=np.int64)
     return TokenViews(Encoded(ids, labels), replaced, context.bundle.pad_id, context.bundle.min_length,
-                      context.bucket, context.max_width)
+                      context.bucket, context.max_width, candidate)
 
 
 def with_second_view(batch: dict[str, torch.Tensor], views: TokenViews | None) -> dict[str, torch.Tensor]:

@@ -334,3 +334,28 @@ def test_bad_arguments():
         augment_texts(["a"], "hyp", 0.4, 0)
     with pytest.raises(BenchError, match="rate"):
         augment_texts(["a"], "syn", 1.5, 0)
+
+
+def test_the_released_cline_quota_replaces_half_of_all_words_at_most_every_content_word():
+    # CLINE's released replace_word: int(0.5 x words), capped by the candidate (content) words
+    assert replacement_count(0.5, 3, n_tokens=4, quota="tokens") == 2
+    assert replacement_count(0.5, 2, n_tokens=10, quota="tokens") == 2
+    assert replacement_count(0.5, 1, n_tokens=1, quota="tokens") == 0   # int(0.5): a one-word text keeps its word
+    assert replacement_count(0.5, 5, n_tokens=9, quota="tokens") == 4   # rounded down, not half up
+    assert replacement_count(0.5, 5, n_tokens=9) == 3                   # the content rule: half of 5, half up
+
+
+@pytest.mark.parametrize("kind", ["syn", "ant"])
+def test_views_record_their_candidate_words_and_keep_them_in_the_cache(kind, tmp_path):
+    views = augment_texts(TEXTS, kind, 0.5, seed=0, cache_dir=tmp_path, quota="tokens")
+    for text, view in zip(TEXTS, views):
+        tokens = text.split()
+        content = set(tagging.content_positions(pos_tags(tokens)))
+        assert view.candidate == tuple(i in content for i in range(len(tokens)))
+        assert all(c for r, c in zip(view.replaced, view.candidate) if r)  # only candidates are replaced
+        assert sum(view.replaced) <= max(replacement_count(0.5, len(content), len(tokens), "tokens"), 0)
+    assert augment_texts(TEXTS, kind, 0.5, seed=0, cache_dir=tmp_path, quota="tokens") == views
+    augment_texts(TEXTS, kind, 0.5, seed=0, cache_dir=tmp_path)  # the other rule is cached apart
+    assert len(list(tmp_path.glob(f"{kind}-*.jsonl.gz"))) == 2
+    with pytest.raises(ValueError, match="quota must be one of"):
+        augment_texts(TEXTS, kind, 0.5, seed=0, quota="half")

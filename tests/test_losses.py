@@ -18,6 +18,7 @@ from bench.methods.losses import (
     alignment_loss,
     clld_loss,
     cline_bce_loss,
+    cline_token_loss,
     cline_contrastive_loss,
     ema_update,
     lcl_loss,
@@ -665,3 +666,34 @@ def test_ema_update_momentum_extremes_and_structure_check():
     assert all(torch.equal(a, b) for a, b in zip(target.parameters(), online.parameters()))
     with pytest.raises(ValueError):
         ema_update(target, nn.Sequential(nn.Linear(4, 8)), 0.5)
+
+
+def cline_token_ref(logits, labels):
+    """Mean over labelled tokens (label != -100) of -log softmax(logits)[label], token by token in float64."""
+    terms = []
+    for b in range(labels.shape[0]):
+        for t in range(labels.shape[1]):
+            if labels[b, t] != -100:
+                row = logits[b, t].to(D64)
+                terms.append(torch.logsumexp(row, 0) - row[labels[b, t]])
+    return torch.stack(terms).mean() if terms else torch.tensor(0.0, dtype=D64)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_cline_token_loss_scores_labelled_tokens_only(seed):
+    gen = torch.Generator().manual_seed(seed)
+    logits = torch.randn(4, 7, 3, generator=gen, dtype=D64) * 3
+    labels = torch.randint(0, 3, (4, 7), generator=gen)
+    labels[torch.rand(4, 7, generator=gen) < 0.5] = -100
+    assert close(cline_token_loss(logits, labels), cline_token_ref(logits, labels))
+    scored_everywhere = torch.where(labels == -100, torch.zeros_like(labels), labels)  # unlabelled read as kept
+    assert not close(cline_token_loss(logits, labels), cline_token_loss(logits, scored_everywhere))
+
+
+def test_cline_token_loss_without_labelled_tokens_is_zero_with_a_gradient():
+    logits = torch.randn(2, 3, 3, requires_grad=True)
+    loss = cline_token_loss(logits, torch.full((2, 3), -100))
+    loss.backward()
+    assert loss.item() == 0.0 and torch.equal(logits.grad, torch.zeros_like(logits))
+    with pytest.raises(ValueError, match=r"\(B, T, C\)"):
+        cline_token_loss(torch.randn(2, 3), torch.zeros(2, 3, dtype=torch.long))

@@ -229,7 +229,7 @@ def test_dcl_target_gets_no_gradient_and_follows_the_ema(tmp_path):
 
 
 def test_cline_views_and_replaced_tokens(tmp_path):
-    method, batch, data = build("cline", tmp_path)
+    method, batch, data = build("cline", tmp_path, variant="paper")
     syn = method.syn.batch(batch["index"], torch.device("cpu"))
     assert syn["replaced"].sum() > 0
     assert syn["replaced"][:, 0].sum() == 0  # [CLS] is never "replaced"
@@ -238,6 +238,26 @@ def test_cline_views_and_replaced_tokens(tmp_path):
     assert method.encoder.calls == [24]  # original, synonym and antonym views in one pass
     assert set(losses) == {"ce", "cts", "rtd"} and all(torch.isfinite(v) for v in losses.values())
     assert list((tmp_path / "cache").iterdir())  # views cached on disk
+
+
+def test_cline_released_views_flag_candidate_words_and_score_them_three_ways(tmp_path):
+    from bench.methods.cline import ANTONYM, KEPT, SYNONYM, token_labels
+
+    method, batch, _ = build("cline", tmp_path)  # the default: variant released
+    assert method.config.variant == "released" and method.rtd_head[-1].out_features == 3
+    for views, cls in ((method.syn, SYNONYM), (method.ant, ANTONYM)):
+        view = views.batch(batch["index"], torch.device("cpu"))
+        assert view["candidate"][:, 0].sum() == 0 and view["candidate"].sum() >= view["replaced"].sum() > 0
+        assert bool((view["candidate"] >= view["replaced"]).all())  # every replaced token is a candidate's
+        labels = token_labels(view["replaced"], view["candidate"], cls)
+        assert bool((labels[:, 0] == -100).all())  # [CLS] is never scored
+        assert set(labels[view["candidate"] == 0].tolist()) == {-100}
+        assert set(labels[(view["candidate"] > 0) & (view["replaced"] == 0)].tolist()) <= {KEPT}
+        assert set(labels[view["replaced"] > 0].tolist()) == {cls}
+    out = method.encode(batch)
+    assert out.pooler is not None and out.pooler.shape == out.pooled.shape  # tiny-bert has a pooler layer
+    losses = method.loss(batch)
+    assert set(losses) == {"ce", "cts", "rtd"} and all(torch.isfinite(v) for v in losses.values())
 
 
 def test_cline_learned_weights(tmp_path):
@@ -333,6 +353,7 @@ def test_missing_wordnet_fails_before_any_shard(name, extra, cli, tiny, results,
     ("dcl", "syn_rate", 1.5, "syn_rate in (0, 1]"), ("dcl", "hidden", 0, "hidden and out >= 1"),
     ("dcl", "powernorm_alpha", 2.0, "powernorm_alpha in [0, 1]"), ("lcl", "syn_rate", 0.0, "lcl: syn_rate"),
     ("cline", "lambda_cts", -1.0, "lambda_cts and lambda_rtd must be >= 0"),
+    ("cline", "variant", "authors", "cline: variant is released or paper, got 'authors'"),
 ])
 def test_out_of_range_knobs_are_refused_before_training(method, knob, value, message):
     """Every knob's range is checked by its Config, so `clbench run` refuses it before any shard starts."""

@@ -141,3 +141,17 @@ def test_a_narrow_terminal_still_keeps_the_runs(folder):
     text = compact_table(frame, 50)
     assert "left out to fit 50 columns: clean: acc, f1, val_acc;" in " ".join(text.split())
     assert sum("c3d4e5" in line for line in text.splitlines()) == 2  # clld-adaptive: clean and textfooler
+
+
+def test_a_run_of_a_variant_other_than_the_released_code_is_reported_as_its_own_method():
+    from bench.reporting.resultsview import normalise, shown_method
+
+    rows = pd.DataFrame([
+        {"run_key": "a", "method": "cline", "variant": "released", "dataset": "trec", "value": 0.9, "seed": 1},
+        {"run_key": "b", "method": "cline", "variant": "paper", "dataset": "trec", "value": 0.8, "seed": 1},
+        {"run_key": "c", "method": "ce", "variant": "", "dataset": "trec", "value": 0.85, "seed": 1},
+        {"run_key": "d", "method": "ce", "dataset": "trec", "value": 0.85, "seed": 2}])  # no variant at all
+    frame = normalise(rows)
+    assert list(frame["method"]) == ["cline", "cline:paper", "ce", "ce"]
+    assert shown_method("cline:paper", "paper") == "cline:paper"  # normalising twice changes nothing
+    assert list(normalise(frame)["method"]) == list(frame["method"])

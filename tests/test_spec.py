@@ -105,3 +105,12 @@ def test_slug_of_paths_and_ids():
     assert slug("/home/me/models/my-bert/") == "my-bert"
     assert slug("bert-base-uncased") == "bert-base-uncased"
     assert slug("org/model") == "org--model"
+
+
+def test_the_variant_knob_is_in_the_run_key_and_in_the_rows():
+    from bench.spec import method_config
+
+    released, paper = (make(method="cline", method_config=method_config("cline", knobs))
+                       for knobs in ({}, {"variant": "paper"}))
+    assert released.variant == "released" and paper.variant == "paper" and make().variant == ""
+    assert released.key != paper.key and "cline.variant=paper" in paper.canonical()

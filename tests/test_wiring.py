@@ -17,6 +17,8 @@ example: rows i and M + i of one call differ exactly by KEEP[i] vs KEEP[M + i].
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 import torch
@@ -44,6 +46,9 @@ SYN_IDS = [[1, 4, 3, 2], [1, 5, 9, 6, 7, 2], [1, 8, 2], [1, 6, 8, 14, 12, 2], [1
 SYN_REPLACED = [[0, 0, 1, 0], [0, 0, 0, 1, 1, 0], [0, 1, 0], [0, 0, 0, 1, 0, 0], [0, 0, 1, 0], [0, 0, 0, 1, 0]]
 ANT_IDS = [[1, 11, 7, 2], [1, 12, 9, 11, 2], [1, 3, 15, 2], [1, 6, 8, 10, 4, 2], [1, 13, 7, 3, 2], [1, 7, 15, 9, 2]]
 ANT_REPLACED = [[0, 1, 0, 0], [0, 1, 0, 0, 0], [0, 0, 1, 0], [0, 0, 0, 0, 1, 0], [0, 0, 0, 1, 0], [0, 1, 0, 0, 0]]
+# Candidate (content-word) tokens of each view: every replaced token and some kept ones; never [CLS] / [SEP].
+SYN_CANDIDATE = [[0, 1, 1, 0], [0, 0, 1, 1, 1, 0], [0, 1, 0], [0, 1, 0, 1, 0, 0], [0, 0, 1, 0], [0, 1, 0, 1, 0]]
+ANT_CANDIDATE = [[0, 1, 0, 0], [0, 1, 1, 0, 0], [0, 0, 1, 0], [0, 0, 1, 0, 1, 0], [0, 0, 0, 1, 0], [0, 1, 0, 0, 0]]
 # The batch: these training examples, in this order (not 0..M-1, so views must be looked up by index).
 INDEX = [3, 0, 5, 1, 4, 2]
 M = len(INDEX)
@@ -77,25 +82,27 @@ class FakeEncoder(TextEncoder):
             tokens = tokens * self.keep[: input_ids.shape[0], None, :]
         weights = attention_mask.unsqueeze(-1).to(tokens.dtype)
         mean = (tokens * weights).sum(1) / weights.sum(1)
-        return EncoderOutput(torch.tanh(self.proj(mean)), tokens, attention_mask)
+        pooler = torch.tanh(self.proj(tokens[:, 0]))  # a pooler layer: dense + tanh of the first token
+        return EncoderOutput(torch.tanh(self.proj(mean)), tokens, attention_mask, pooler)
 
 
-def token_views(ids, replaced) -> TokenViews:
-    return TokenViews(Encoded(ids, np.zeros(len(ids), dtype=np.int64)), replaced, PAD, 1)
+def token_views(ids, replaced, candidate=None) -> TokenViews:
+    return TokenViews(Encoded(ids, np.zeros(len(ids), dtype=np.int64)), replaced, PAD, 1, candidate=candidate)
 
 
 class FakeWordViews:
-    """Stands in for views.word_views / cline.word_views: the tables above by kind; records (kind, rate)."""
+    """Stands in for views.word_views / cline.word_views: the tables above by kind; records (kind, rate), and
+    the quota rule where it is not the default."""
 
     def __init__(self):
         self.calls = []
 
-    def __call__(self, context, kind, rate):
-        self.calls.append((kind, rate))
+    def __call__(self, context, kind, rate, quota="content"):
+        self.calls.append((kind, rate) if quota == "content" else (kind, rate, quota))
         if kind in ("syn", "syn-inflect"):
-            return token_views(SYN_IDS, SYN_REPLACED)
+            return token_views(SYN_IDS, SYN_REPLACED, SYN_CANDIDATE)
         assert kind == "ant", kind
-        return token_views(ANT_IDS, ANT_REPLACED)
+        return token_views(ANT_IDS, ANT_REPLACED, ANT_CANDIDATE)
 
 
 def make_batch() -> dict[str, torch.Tensor]:
@@ -143,16 +150,18 @@ def linear(P, name, x):
     return x @ P[f"{name}.weight"].T + P[f"{name}.bias"]
 
 
-def encode_ref(P, prefix, token_lists, keep_rows, train=True):
+def encode_ref(P, prefix, token_lists, keep_rows, train=True, pooler=False):
     """Pooled vectors (R, d) and token states (a list of (L, e)) of the examples given as token lists, example j
-    taking the dropout mask KEEP[keep_rows[j]] (in training mode)."""
+    taking the dropout mask KEEP[keep_rows[j]] (in training mode); with `pooler`, the pooler output (dense +
+    tanh of the first token) instead of the pooled vectors."""
     pooled, states = [], []
     for ids, r in zip(token_lists, keep_rows):
         t = P[f"{prefix}emb.weight"][torch.tensor(ids)]
         if train:
             t = t * KEEP[r]
         states.append(t)
-        pooled.append(torch.tanh(P[f"{prefix}proj.weight"] @ t.mean(0) + P[f"{prefix}proj.bias"]))
+        first = t[0] if pooler else t.mean(0)
+        pooled.append(torch.tanh(P[f"{prefix}proj.weight"] @ first + P[f"{prefix}proj.bias"]))
     return torch.stack(pooled), states
 
 
@@ -475,8 +484,8 @@ def test_lcl_weights_train_the_weighting_network(tmp_path, monkeypatch):
 @pytest.mark.parametrize("sentence_loss,weights", [("eq6", "fixed"), ("bce", "fixed"), ("eq6", "learned")])
 def test_cline_wiring(sentence_loss, weights, tmp_path, monkeypatch):
     lambda_cts, lambda_rtd = 0.7, 1.3
-    method = build("cline", tmp_path, monkeypatch, syn_rate=0.4, ant_rate=0.2, sentence_loss=sentence_loss,
-                   weights=weights, lambda_cts=lambda_cts, lambda_rtd=lambda_rtd)
+    method = build("cline", tmp_path, monkeypatch, variant="paper", syn_rate=0.4, ant_rate=0.2,
+                   sentence_loss=sentence_loss, weights=weights, lambda_cts=lambda_cts, lambda_rtd=lambda_rtd)
     assert method.word_view_calls == [("syn-inflect", 0.4), ("ant", 0.2)]
 
     def reference(P, B):
@@ -504,6 +513,57 @@ def test_cline_wiring(sentence_loss, weights, tmp_path, monkeypatch):
     check(method, reference)
     assert method.encoder.calls == [3 * M]
     assert method.get_parameter("rtd_head.weight").grad.abs().sum() > 0
+
+
+def released_token_logits(P, states):
+    """The released token head: dense, exact GELU, LayerNorm (eps 1e-5), then 3 classes."""
+    x = linear(P, "rtd_head.0", states)
+    x = 0.5 * x * (1 + torch.erf(x / math.sqrt(2)))
+    x = (x - x.mean(-1, keepdim=True)) / torch.sqrt(x.var(-1, unbiased=False, keepdim=True) + 1e-5)
+    x = x * P["rtd_head.2.weight"] + P["rtd_head.2.bias"]
+    return linear(P, "rtd_head.3", x)
+
+
+@pytest.mark.parametrize("sentence_loss,weights", [("eq6", "fixed"), ("bce", "learned")])
+def test_cline_released_wiring(sentence_loss, weights, tmp_path, monkeypatch):
+    """The default variant: half of the words replaced per view, the pooler output as sentence vector, a 3-way
+    token loss over candidate tokens only, task weights regularised by max(s, 0)."""
+    method = build("cline", tmp_path, monkeypatch, sentence_loss=sentence_loss, weights=weights)
+    assert method.config.variant == "released"
+    assert method.word_view_calls == [("syn-inflect", 0.5, "tokens"), ("ant", 0.5, "tokens")]
+    if weights == "learned":  # negative log-variances: the clamp, not s itself, is the regulariser
+        with torch.no_grad():
+            method.log_vars.copy_(torch.tensor([-0.4, 0.3, -1.1], dtype=D64))
+
+    def reference(P, B):
+        e, _ = encode_ref(P, "encoder.", originals(), rows(0))
+        p, _ = encode_ref(P, "encoder.", originals(), rows(0), pooler=True)
+        p_syn, t_syn = encode_ref(P, "encoder.", synonyms(), rows(1), pooler=True)
+        p_ant, t_ant = encode_ref(P, "encoder.", antonyms(), rows(2), pooler=True)
+        ce = ce_ref(head_ref(P, e), LABELS)
+        if sentence_loss == "eq6":
+            pos, neg = torch.exp((p * p_syn).sum(1)), torch.exp((p * p_ant).sum(1))
+            cts = (-torch.log(pos / (pos + neg))).mean()
+        else:
+            cts = 0.5 * (bce_ref((p * p_syn).mean(1), 1.0).mean() + bce_ref((p * p_ant).mean(1), 0.0).mean())
+        terms = []
+        for states, flags, cands, cls in ((t_syn, SYN_REPLACED, SYN_CANDIDATE, 1),
+                                          (t_ant, ANT_REPLACED, ANT_CANDIDATE, 2)):
+            for t, i in zip(states, INDEX):
+                logits = released_token_logits(P, t)
+                for k in range(len(t)):
+                    if cands[i][k]:  # only candidate words are scored: kept 0, replaced 1 (syn) or 2 (ant)
+                        target = cls if flags[i][k] else 0
+                        terms.append(torch.logsumexp(logits[k], 0) - logits[k, target])
+        rtd = torch.stack(terms).mean()
+        if weights == "fixed":
+            return {"ce": ce, "cts": cts, "rtd": rtd}
+        s = P["log_vars"]
+        return {name: torch.exp(-s[k]) * value + torch.clamp(s[k], min=0) for k, (name, value) in enumerate(
+            (("ce", ce), ("cts", cts), ("rtd", rtd)))}
+
+    check(method, reference)
+    assert method.encoder.calls == [3 * M]
 
 
 # ---------------------------------------------------------------------------------------------------------------

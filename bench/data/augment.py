@@ -21,31 +21,39 @@ from bench.errors import BenchError
 from bench.results.store import write_jsonl_gz
 
 # Bump when the substitution rules change: cached views of an older version are then ignored.
-VERSION = 1
+VERSION = 2  # 2: each view records which tokens were candidates (content words)
 # syn: synonyms, else hypernyms; ant: antonyms, else random words; syn-inflect: syn, else another inflection
 # of the word (CLINE's "synonyms, hypernyms and morphological changes").
 KINDS = ("syn", "ant", "syn-inflect")
+# How a rate becomes the number of words replaced: `content`, rate x content words rounded half up and at
+# least 1; `tokens`, int(rate x all words) capped by the content words (CLINE's released replace_word, rate 0.5).
+QUOTAS = ("content", "tokens")
 
 
 @dataclass(frozen=True)
 class Augmented:
-    """One augmented text: its tokens, their single-space join, and which tokens were replaced."""
+    """One augmented text: its tokens, their single-space join, which tokens were replaced, and which were
+    candidates for replacement (content words, replaced or not)."""
 
     text: str
     tokens: tuple[str, ...]
     replaced: tuple[bool, ...]
+    candidate: tuple[bool, ...] = ()
 
 
 # ---------------------------------------------------------------- views
 
-def replacement_count(rate: float, n_content: int) -> int:
-    """How many of n_content content words a rate replaces: rounded half up, at least 1 when rate > 0."""
+def replacement_count(rate: float, n_content: int, n_tokens: int | None = None, quota: str = "content") -> int:
+    """How many of n_content content words (of n_tokens words) a rate replaces (see QUOTAS)."""
     if rate <= 0 or n_content == 0:
         return 0
+    if quota == "tokens":
+        return min(n_content, int(rate * (n_content if n_tokens is None else n_tokens) + 1e-9))
     return min(n_content, max(1, math.floor(rate * n_content + 0.5 + 1e-9)))
 
 
-def synonym_view(text: str, rate: float, rng: np.random.Generator, inflections: bool = False) -> Augmented:
+def synonym_view(text: str, rate: float, rng: np.random.Generator, inflections: bool = False,
+                 quota: str = "content") -> Augmented:
     """text with about rate of its content words replaced by WordNet synonyms (else hypernyms; else, with
     `inflections`, another inflection of the word)."""
     def pick(word: str, tag: str) -> str | None:
@@ -53,10 +61,11 @@ def synonym_view(text: str, rate: float, rng: np.random.Generator, inflections: 
             (substitutes.inflection_candidates(word, tag) if inflections else ())
         return candidates[rng.integers(len(candidates))] if candidates else None
 
-    return _substitute(text, rate, rng, pick)
+    return _substitute(text, rate, rng, pick, quota)
 
 
-def antonym_view(text: str, rate: float, rng: np.random.Generator, vocabulary: Sequence[str]) -> Augmented:
+def antonym_view(text: str, rate: float, rng: np.random.Generator, vocabulary: Sequence[str],
+                 quota: str = "content") -> Augmented:
     """text with about rate of its content words replaced by WordNet antonyms, else by vocabulary words."""
     def pick(word: str, tag: str) -> str | None:
         candidates = substitutes.antonym_candidates(word, tag)
@@ -64,16 +73,16 @@ def antonym_view(text: str, rate: float, rng: np.random.Generator, vocabulary: S
             return candidates[rng.integers(len(candidates))]
         return _other_word(vocabulary, word, rng)
 
-    return _substitute(text, rate, rng, pick)
+    return _substitute(text, rate, rng, pick, quota)
 
 
 def _substitute(text: str, rate: float, rng: np.random.Generator,
-                pick: Callable[[str, str], str | None]) -> Augmented:
+                pick: Callable[[str, str], str | None], quota_rule: str = "content") -> Augmented:
     """Replace content words, in random order, by pick(lower-case core, tag) until the quota is met."""
     tokens = text.split()
     tags = pos_tags(tokens)
     content = content_positions(tags)
-    quota = replacement_count(rate, len(content))
+    quota = replacement_count(rate, len(content), len(tokens), quota_rule)
     new, replaced = list(tokens), [False] * len(tokens)
     for i in (content[j] for j in rng.permutation(len(content))):
         if quota == 0:
@@ -82,7 +91,9 @@ def _substitute(text: str, rate: float, rng: np.random.Generator,
         word = pick(core.lower(), tags[i])
         if word:
             new[i], replaced[i], quota = lead + apply_case(word, case_style(core)) + trail, True, quota - 1
-    return Augmented(" ".join(new), tuple(new), tuple(replaced))
+    content_set = set(content)
+    candidate = tuple(i in content_set for i in range(len(tokens)))
+    return Augmented(" ".join(new), tuple(new), tuple(replaced), candidate)
 
 
 def _other_word(vocabulary: Sequence[str], word: str, rng: np.random.Generator) -> str | None:
@@ -106,32 +117,36 @@ def training_vocabulary(texts: Sequence[str]) -> list[str]:
 # ---------------------------------------------------------------- datasets, cached
 
 def augment_texts(texts: Sequence[str], kind: str, rate: float, seed: int,
-                  cache_dir: str | os.PathLike | None = None) -> list[Augmented]:
-    """One view of a KINDS kind per text, deterministic per (seed, index); cached under cache_dir if given."""
+                  cache_dir: str | os.PathLike | None = None, quota: str = "content") -> list[Augmented]:
+    """One view of a KINDS kind per text (rate counted by a QUOTAS rule), deterministic per (seed, index);
+    cached under cache_dir if given."""
     texts = list(texts)
     if kind not in KINDS:
         raise ValueError(f"kind must be one of {KINDS}, got {kind!r}")
+    if quota not in QUOTAS:
+        raise ValueError(f"quota must be one of {QUOTAS}, got {quota!r}")
     if not 0 <= rate <= 1:
         raise BenchError(f"augmentation rate must be between 0 and 1, got {rate}")
-    path = Path(cache_dir) / f"{kind}-{cache_key(texts, kind, rate, seed)}.jsonl.gz" if cache_dir else None
+    key = cache_key(texts, kind, rate, seed) if quota == "content" else cache_key(texts, kind, rate, seed, quota)
+    path = Path(cache_dir) / f"{kind}-{key}.jsonl.gz" if cache_dir else None
     if path is not None:
         cached = _read_cache(path, len(texts))
         if cached is not None:
             return cached
-    views = _compute(texts, kind, rate, seed)
+    views = _compute(texts, kind, rate, seed, quota)
     if path is not None:
         _write_cache(path, views)
     return views
 
 
-def _compute(texts: list[str], kind: str, rate: float, seed: int) -> list[Augmented]:
+def _compute(texts: list[str], kind: str, rate: float, seed: int, quota: str = "content") -> list[Augmented]:
     """The views of texts, one rng per text."""
     if kind in ("syn", "syn-inflect"):
         # one random stream for both synonym kinds: their views differ only where an inflection stands in
-        return [synonym_view(text, rate, text_rng(seed, i, "syn"), inflections=kind == "syn-inflect")
+        return [synonym_view(text, rate, text_rng(seed, i, "syn"), inflections=kind == "syn-inflect", quota=quota)
                 for i, text in enumerate(texts)]
     vocabulary = training_vocabulary(texts)
-    return [antonym_view(text, rate, text_rng(seed, i, kind), vocabulary) for i, text in enumerate(texts)]
+    return [antonym_view(text, rate, text_rng(seed, i, kind), vocabulary, quota) for i, text in enumerate(texts)]
 
 
 def text_rng(seed: int, index: int, kind: str) -> np.random.Generator:
@@ -139,9 +154,10 @@ def text_rng(seed: int, index: int, kind: str) -> np.random.Generator:
     return np.random.default_rng([seed, index, KINDS.index(kind)])
 
 
-def cache_key(texts: Sequence[str], kind: str, rate: float, seed: int) -> str:
-    """A hash naming the cached views of (texts, kind, rate, seed) under this VERSION and tagger."""
-    digest = hashlib.sha256(json.dumps([VERSION, tagger_name(), kind, rate, seed]).encode())
+def cache_key(texts: Sequence[str], kind: str, rate: float, seed: int, *rule: str) -> str:
+    """A hash naming the cached views of (texts, kind, rate, seed, quota rule unless `content`) under this
+    VERSION and tagger."""
+    digest = hashlib.sha256(json.dumps([VERSION, tagger_name(), kind, rate, seed, *rule]).encode())
     for text in texts:
         digest.update(json.dumps(text).encode() + b"\n")
     return digest.hexdigest()[:20]
@@ -152,7 +168,8 @@ def _read_cache(path: Path, count: int) -> list[Augmented] | None:
     try:
         with gzip.open(path, "rt", encoding="utf-8") as fh:
             rows = [json.loads(line) for line in fh]
-        views = [Augmented(" ".join(r["tokens"]), tuple(r["tokens"]), tuple(r["replaced"])) for r in rows]
+        views = [Augmented(" ".join(r["tokens"]), tuple(r["tokens"]), tuple(r["replaced"]), tuple(r["candidate"]))
+                 for r in rows]
     except (OSError, EOFError, ValueError, KeyError, TypeError):
         return None
     return views if len(views) == count else None
@@ -160,4 +177,5 @@ def _read_cache(path: Path, count: int) -> list[Augmented] | None:
 
 def _write_cache(path: Path, views: Sequence[Augmented]) -> None:
     """Store views at path as gzip JSON Lines, atomically."""
-    write_jsonl_gz(path, [{"tokens": view.tokens, "replaced": view.replaced} for view in views])
+    write_jsonl_gz(path, [{"tokens": view.tokens, "replaced": view.replaced, "candidate": view.candidate}
+                          for view in views])

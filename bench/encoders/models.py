@@ -24,11 +24,13 @@ log = logging.getLogger(__name__)
 
 @dataclass
 class EncoderOutput:
-    """Pooled sentence vectors (B, d), token states (B, T, d) and the attention mask (B, T)."""
+    """Pooled sentence vectors (B, d), token states (B, T, d), the attention mask (B, T), and the model's own
+    pooler output (B, d) where it has a pooler layer (dense + tanh of the first token), else None."""
 
     pooled: torch.Tensor
     tokens: torch.Tensor
     mask: torch.Tensor
+    pooler: torch.Tensor | None = None
 
 
 class TextEncoder(nn.Module):
@@ -76,8 +78,9 @@ class HFEncoder(TextEncoder):
 
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> EncoderOutput:
         out = self.model(input_ids=input_ids, attention_mask=self.sdpa_mask(attention_mask))
-        pooled = pool(out.last_hidden_state, attention_mask, getattr(out, "pooler_output", None), self.pooling)
-        return EncoderOutput(pooled, out.last_hidden_state, attention_mask)
+        pooler = getattr(out, "pooler_output", None)
+        pooled = pool(out.last_hidden_state, attention_mask, pooler, self.pooling)
+        return EncoderOutput(pooled, out.last_hidden_state, attention_mask, pooler)
 
     def sdpa_mask(self, attention_mask: torch.Tensor) -> torch.Tensor:
         """For PyTorch SDPA attention, the padding mask as a ready (B, 1, 1, T) boolean mask: given the 2-D mask,

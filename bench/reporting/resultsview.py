@@ -14,6 +14,7 @@ import pandas as pd
 
 from bench.results import store
 from bench.errors import BenchError
+from bench.spec import RELEASED
 
 CELL_KEYS = ["dataset", "encoder", "method"]  # one table cell (over seeds) per method on a dataset x encoder
 SHARD_KEYS = [*CELL_KEYS, "seed"]
@@ -74,7 +75,14 @@ def normalise(frame: pd.DataFrame) -> pd.DataFrame:
     # rows written before methods had versions are version 1
     versions = frame["method_version"] if "method_version" in frame else pd.Series(1, index=frame.index)
     frame["method_version"] = pd.to_numeric(versions, errors="coerce").fillna(1).astype(int)
+    frame["method"] = [shown_method(m, v) for m, v in zip(frame["method"], frame.get("variant", [""] * len(frame)))]
     return frame.reset_index(drop=True)
+
+
+def shown_method(method: str, variant: object) -> str:
+    """The method as reports name it: `method:variant` for a variant other than the released code's."""
+    variant = "" if variant is None or (isinstance(variant, float) and math.isnan(variant)) else str(variant)
+    return method if variant in ("", RELEASED) or method.endswith(f":{variant}") else f"{method}:{variant}"
 
 
 def parse_filter(text: str) -> tuple[str, list[str]]:

@@ -179,7 +179,7 @@ def run_one(spec: RunSpec, data: TextData, classifier: Classifier, run_dir: Path
     if status == "skipped":
         records = [{"split": "", "metric": "skipped", "value": math.nan, "n": 0, "label": "", "note": reason}]
     settings = evaluator.settings(options)  # may fingerprint files (attack data, vectors): once per evaluation
-    meta = {"config_hash": spec.config_hash, "method_version": spec.method_version,
+    meta = {"config_hash": spec.config_hash, "method_version": spec.method_version, "variant": spec.variant,
             "data_fingerprint": spec.data_fingerprint, "eval_hash": hash_settings(settings),
             "eval_settings": settings_text(settings),
             "eval_seconds": round(seconds, 2), **provenance(device),

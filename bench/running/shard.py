@@ -245,7 +245,7 @@ def train_and_evaluate(spec: RunSpec, data: TextData, run_dir: Path, device_name
 
     base = {"run_key": spec.key, "method": spec.method, "dataset": spec.dataset, "encoder": spec.encoder,
             "seed": spec.seed, "evaluator": "clean"}
-    meta = {"config_hash": spec.config_hash, "method_version": spec.method_version,
+    meta = {"config_hash": spec.config_hash, "method_version": spec.method_version, "variant": spec.variant,
             "data_fingerprint": spec.data_fingerprint, "best_epoch": fit.best_epoch, "epochs_run": len(fit.history),
             "wall_seconds": round(wall, 2),
             "train_seconds": round(sum(h["seconds"] for h in fit.history), 2),  # all epochs, across resumes
