@@ -19,11 +19,13 @@ from bench.methods.views import SecondView
 
 @dataclass(frozen=True)
 class DCLConfig:
-    """momentum: EMA rate of the target network; lambda_: L = CE + λ L_align; views: synonym (WordNet, at
-    syn_rate) or dropout (the same text twice); hidden/out: projector and predictor widths
+    """variant: released (the authors' PowerNorm: rows scaled by their RMS first, a cumulative-mean warm-up of the
+    running statistic) or paper (the earlier form; docs/METHODS.md "dcl"); momentum: EMA rate of the target
+    network; lambda_: L = CE + λ L_align; views: synonym (WordNet, at syn_rate) or dropout (the same text twice); hidden/out: projector and predictor widths
     (Linear-PowerNorm-ReLU-Linear); powernorm_alpha / powernorm_warmup: PowerNorm's running-statistic rate and
     the steps during which it normalises with the batch statistic."""
 
+    variant: str = "released"
     momentum: float = 0.996
     lambda_: float = 1.0
     views: str = "synonym"
@@ -34,6 +36,8 @@ class DCLConfig:
     powernorm_warmup: int = 1000
 
     def __post_init__(self) -> None:
+        if self.variant not in ("released", "paper"):
+            raise BenchError(f"dcl: variant is released or paper, got {self.variant!r}")
         if not 0 <= self.momentum <= 1 or self.lambda_ < 0 or self.views not in ("synonym", "dropout"):
             raise BenchError("dcl: momentum in [0, 1], lambda >= 0, views synonym or dropout")
         if not 0 < self.syn_rate <= 1 or self.hidden < 1 or self.out < 1:
@@ -45,7 +49,8 @@ class DCLConfig:
 def mlp(config: DCLConfig, dim_in: int) -> nn.Sequential:
     """Linear(d, hidden) - PowerNorm - ReLU - Linear(hidden, out)."""
     return nn.Sequential(nn.Linear(dim_in, config.hidden),
-                         PowerNorm(config.hidden, config.powernorm_alpha, config.powernorm_warmup),
+                         PowerNorm(config.hidden, config.powernorm_alpha, config.powernorm_warmup,
+                                   variant=config.variant),
                          nn.ReLU(), nn.Linear(config.hidden, config.out))
 
 
@@ -54,6 +59,7 @@ class DCL(SecondView, Method):
     """CE + symmetric alignment loss against a separate EMA target network (stop-gradient)."""
 
     Config = DCLConfig
+    version = 2  # 2: the `variant` knob (the released PowerNorm by default)
 
     def __init__(self, encoder, num_labels, config=None, head_dropout=0.1):
         super().__init__(encoder, num_labels, config, head_dropout)

@@ -232,22 +232,30 @@ def alignment_loss(p: Tensor, z: Tensor) -> Tensor:
 
 
 class PowerNorm(nn.Module):
-    """Power normalisation of Shen et al. 2020, simplified as in docs/METHODS.md "dcl", for (B, F) inputs.
+    """Power normalisation of Shen et al. 2020 for (B, F) inputs, in two variants (docs/METHODS.md "dcl").
 
-    No centring: x_hat = x / sqrt(psi2 + eps) per feature, then gamma * x_hat + beta. In training the batch
-    quadratic mean psi2_b = mean_batch(x^2) updates running_psi2 <- alpha running_psi2 + (1 - alpha) psi2_b
-    (detached) at every forward; the first `warmup_steps` training forwards divide by psi2_b (gradient flows
-    through it), later ones by running_psi2 as it stood before this step's update (Shen et al.'s reference
-    ordering); eval always uses running_psi2 and updates nothing. Plain autograd replaces the paper's
-    approximate backward. Computed in float32; the output has the input's dtype.
+    Both: no centring; x_hat = x / sqrt(psi2 + eps) per feature, then gamma * x_hat + beta, where in training the
+    batch quadratic mean psi2_b = mean_batch(x^2) is used for the first `warmup_steps` forwards and the running
+    statistic (as it stood before this step's update) afterwards; eval always uses the running statistic and
+    updates nothing. Plain autograd replaces the paper's approximate backward. Computed in float32.
+
+    - `released` (zxlzr/DCL `MaskPowerNorm` with one group): each row is first divided by its root mean square
+      over the features (GroupScaling1D, eps 1e-5); during warm-up (steps 1..warmup_steps - 1) the running
+      statistic first becomes the cumulative mean of the batch statistics, then every step takes the moving
+      average running <- alpha running + (1 - alpha) psi2_b.
+    - `paper`: no row scaling; only the moving average.
     """
 
-    def __init__(self, num_features: int, alpha: float = 0.9, warmup_steps: int = 1000, eps: float = 1e-5):
+    def __init__(self, num_features: int, alpha: float = 0.9, warmup_steps: int = 1000, eps: float = 1e-5,
+                 variant: str = "released"):
         super().__init__()
+        if variant not in ("released", "paper"):
+            raise ValueError(f"PowerNorm variant is released or paper, got {variant!r}")
         self.num_features = num_features
         self.alpha = alpha
         self.warmup_steps = warmup_steps
         self.eps = eps
+        self.variant = variant
         self.weight = nn.Parameter(torch.ones(num_features))
         self.bias = nn.Parameter(torch.zeros(num_features))
         self.register_buffer("running_psi2", torch.ones(num_features))
@@ -258,13 +266,19 @@ class PowerNorm(nn.Module):
             raise ValueError(f"PowerNorm expects (B, {self.num_features}), got shape {tuple(x.shape)}")
         dtype = x.dtype
         x32 = x.float()
+        if self.variant == "released":  # GroupScaling1D, one group: each row by its RMS over the features
+            x32 = x32 / torch.sqrt(x32.pow(2).mean(dim=1, keepdim=True) + 1e-5)
         running = self.running_psi2.float()
         if self.training:
             psi2 = x32.pow(2).mean(dim=0)
-            use_batch = self.steps < self.warmup_steps  # tensor compare: no host sync on an accelerator
-            scale = torch.where(use_batch, psi2, running.clone())
+            step = self.steps + 1  # this forward's number, 1-based (tensors: no host sync on an accelerator)
+            scale = torch.where(step <= self.warmup_steps, psi2, running.clone())
             with torch.no_grad():
-                self.running_psi2.copy_(self.alpha * running + (1.0 - self.alpha) * psi2.detach())
+                statistic = running
+                if self.variant == "released":
+                    cumulative = running * (step - 1) / step + psi2.detach() / step
+                    statistic = torch.where(step < self.warmup_steps, cumulative, running)
+                self.running_psi2.copy_(self.alpha * statistic + (1.0 - self.alpha) * psi2.detach())
                 self.steps.add_(1)
         else:
             scale = running
@@ -273,7 +287,8 @@ class PowerNorm(nn.Module):
         return out.to(dtype)
 
     def extra_repr(self) -> str:
-        return f"{self.num_features}, alpha={self.alpha}, warmup_steps={self.warmup_steps}, eps={self.eps}"
+        return (f"{self.num_features}, alpha={self.alpha}, warmup_steps={self.warmup_steps}, eps={self.eps}, "
+                f"variant={self.variant}")
 
 
 @torch.no_grad()

@@ -570,7 +570,7 @@ def test_powernorm_initial_state_and_shape():
 
 def test_powernorm_warmup_running_statistic_and_eval():
     eps = 1e-5
-    norm = PowerNorm(4, alpha=0.9, warmup_steps=2, eps=eps).train()
+    norm = PowerNorm(4, alpha=0.9, warmup_steps=2, eps=eps, variant="paper").train()
     x1, x2, x3, x4 = _x(1), _x(2), _x(3), _x(4)
     psi1, psi2, psi3 = (x1 ** 2).mean(0), (x2 ** 2).mean(0), (x3 ** 2).mean(0)
 
@@ -596,13 +596,16 @@ def test_powernorm_warmup_running_statistic_and_eval():
 
 
 def test_powernorm_eval_before_training_uses_initial_running_statistic():
-    norm = PowerNorm(4, eps=1e-5).eval()
+    norm = PowerNorm(4, eps=1e-5, variant="paper").eval()
     x = _x(5)
     assert close(norm(x), x / math.sqrt(1 + 1e-5))
+    released = PowerNorm(4, eps=1e-5).eval()  # rows scaled to unit RMS first
+    rms = torch.sqrt(x.pow(2).mean(1, keepdim=True) + 1e-5)
+    assert close(released(x), x / rms / math.sqrt(1 + 1e-5))
 
 
 def test_powernorm_no_centring_and_affine():
-    norm = PowerNorm(3).train()
+    norm = PowerNorm(3, variant="paper").train()
     x = torch.full((5, 3), 3.0)
     out = norm(x)
     assert (out > 0).all()  # centring (BatchNorm) would give 0 here
@@ -611,6 +614,37 @@ def test_powernorm_no_centring_and_affine():
         norm.weight.fill_(2.0)
         norm.bias.fill_(-1.0)
     assert close(norm(x), 2.0 * 3.0 / math.sqrt(9 + 1e-5) - 1.0)
+
+
+def released_powernorm_ref(batches, alpha, warmup, eps=1e-5):
+    """The released MaskPowerNorm (zxlzr/DCL models/mlp_head.py, one group) in float64, step by step: rows scaled
+    by their RMS, z by the batch statistic up to step `warmup` (1-based) and by the running one after; the
+    running statistic a cumulative mean before step `warmup`, then the moving average at every step."""
+    running, outputs = torch.ones(batches[0].shape[1], dtype=D64), []
+    for t, x in enumerate(batches, start=1):
+        xs = x.to(D64) / torch.sqrt(x.to(D64).pow(2).mean(1, keepdim=True) + 1e-5)
+        var = xs.pow(2).mean(0)
+        outputs.append(xs / torch.sqrt((var if t <= warmup else running) + eps))
+        if t < warmup:
+            running = running * (t - 1) / t + var / t
+        running = alpha * running + (1 - alpha) * var
+    return outputs, running
+
+
+@pytest.mark.parametrize("warmup", [0, 1, 3, 10])
+def test_powernorm_released_follows_the_released_code(warmup):
+    batches = [_x(10 + i) * (1 + i) for i in range(6)]  # growing inputs: the statistics differ step by step
+    norm = PowerNorm(4, alpha=0.9, warmup_steps=warmup).double().train()
+    outputs, running = released_powernorm_ref(batches, 0.9, warmup)
+    for x, expected in zip(batches, outputs):
+        assert close(norm(x.double()), expected)
+    assert close(norm.running_psi2, running) and norm.steps.item() == 6
+    norm.eval()
+    x = _x(20)
+    xs = x.double() / torch.sqrt(x.double().pow(2).mean(1, keepdim=True) + 1e-5)
+    assert close(norm(x.double()), xs / torch.sqrt(running + 1e-5))
+    paper = PowerNorm(4, alpha=0.9, warmup_steps=warmup, variant="paper").double().train()
+    assert not all(close(paper(x.double()), y) for x, y in zip(batches, outputs))  # the forms differ
 
 
 def test_powernorm_gradients_and_half_input():

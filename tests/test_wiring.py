@@ -203,14 +203,18 @@ def bce_ref(logit, target):
     return F.softplus(logit) - target * logit
 
 
-def powernorm_ref(P, B, name, x, warmup):
-    """docs/METHODS.md "dcl": no centring; batch quadratic mean during warm-up, else the running statistic."""
+def powernorm_ref(P, B, name, x, warmup, variant="released"):
+    """docs/METHODS.md "dcl": no centring; batch quadratic mean during warm-up, else the running statistic; the
+    released variant first divides each row by its root mean square over the features."""
+    if variant == "released":
+        x = x / torch.sqrt(x.pow(2).mean(1, keepdim=True) + 1e-5)
     scale = x.pow(2).mean(0) if B[f"{name}.steps"] < warmup else B[f"{name}.running_psi2"].to(D64)
     return P[f"{name}.weight"] * x / torch.sqrt(scale + 1e-5) + P[f"{name}.bias"]
 
 
-def dcl_mlp_ref(P, B, name, x, warmup):
-    return linear(P, f"{name}.3", torch.relu(powernorm_ref(P, B, f"{name}.1", linear(P, f"{name}.0", x), warmup)))
+def dcl_mlp_ref(P, B, name, x, warmup, variant="released"):
+    hidden = powernorm_ref(P, B, f"{name}.1", linear(P, f"{name}.0", x), warmup, variant)
+    return linear(P, f"{name}.3", torch.relu(hidden))
 
 
 def align_ref(p, z):
@@ -570,31 +574,34 @@ def test_cline_released_wiring(sentence_loss, weights, tmp_path, monkeypatch):
 # dcl: CE + lambda (l(pi_1, z_2) + l(pi_2, z_1)), z from the EMA target network (no gradient)
 # ---------------------------------------------------------------------------------------------------------------
 
-def dcl_reference(views, lam, warmup):
+def dcl_reference(views, lam, warmup, variant="released"):
     second = synonyms() if views == "synonym" else originals()
 
     def reference(P, B):
         e, _ = encode_ref(P, "encoder.", originals() + second, range(2 * M))
-        prediction = dcl_mlp_ref(P, B, "predictor", dcl_mlp_ref(P, B, "projector", e, warmup), warmup)
+        projected = dcl_mlp_ref(P, B, "projector", e, warmup, variant)
+        prediction = dcl_mlp_ref(P, B, "predictor", projected, warmup, variant)
         with torch.no_grad():
             e_target, _ = encode_ref(P, "target_encoder.", originals() + second, range(2 * M))
-            target = dcl_mlp_ref(P, B, "target_projector", e_target, warmup)
+            target = dcl_mlp_ref(P, B, "target_projector", e_target, warmup, variant)
         align = align_ref(prediction[:M], target[M:]) + align_ref(prediction[M:], target[:M])
         return {"ce": ce_ref(head_ref(P, e[:M]), LABELS), "align": lam * align}
     return reference
 
 
-@pytest.mark.parametrize("views,warmup", [("dropout", 1000), ("synonym", 1000), ("dropout", 0)])
-def test_dcl_wiring(views, warmup, tmp_path, monkeypatch):
+@pytest.mark.parametrize("views,warmup,variant", [("dropout", 1000, "released"), ("synonym", 1000, "released"),
+                                                  ("dropout", 0, "released"), ("synonym", 1000, "paper"),
+                                                  ("dropout", 0, "paper")])
+def test_dcl_wiring(views, warmup, variant, tmp_path, monkeypatch):
     lam = 0.6
     method = build("dcl", tmp_path, monkeypatch, lambda_=lam, views=views, syn_rate=0.3, hidden=7, out=4,
-                   powernorm_warmup=warmup)
+                   powernorm_warmup=warmup, variant=variant)
     if warmup == 0:  # past the warm-up: PowerNorm divides by its running statistic
         gen = torch.Generator().manual_seed(11)
         for name, buffer in method.named_buffers():
             if name.endswith("running_psi2"):
                 buffer.copy_(0.5 + torch.rand(buffer.shape, generator=gen, dtype=D64))
-    check(method, dcl_reference(views, lam, warmup))
+    check(method, dcl_reference(views, lam, warmup, variant))
     assert method.encoder.calls == [2 * M] and method.target_encoder.calls == [2 * M]
     assert method.word_view_calls == ([("syn", 0.3)] if views == "synonym" else [])
 
