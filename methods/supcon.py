@@ -14,17 +14,25 @@ from bench.methods.losses import supcon_loss
 from bench.methods.views import doubled, projection_head
 
 
+SUPCONTRAST_BASE_TEMPERATURE = 0.07  # HobbitLong/SupContrast losses.py SupConLoss(base_temperature=0.07)
+
+
 @dataclass(frozen=True)
 class SupConConfig:
-    """tau: temperature; lambda_: SCL weight, L = (1-λ) CE + λ SCL; views: 1 (Gunel, in-batch positives only)
-    or 2 (Khosla, a dropout twin per example); projection: none | linear | mlp on the [CLS] vector."""
+    """variant: paper (Gunel et al.'s SCL, the default) or released (SupContrast's loss, scaled by tau /
+    base_temperature 0.07); tau: temperature; lambda_: SCL weight, L = (1-λ) CE + λ SCL; views: 1 (Gunel,
+    in-batch positives only) or 2 (Khosla, a dropout twin per example); projection: none | linear | mlp on the
+    [CLS] vector."""
 
+    variant: str = "paper"
     tau: float = 0.3
     lambda_: float = 0.9
     views: int = 1
     projection: str = "none"
 
     def __post_init__(self) -> None:
+        if self.variant not in ("released", "paper"):
+            raise BenchError(f"supcon: variant is released or paper, got {self.variant!r}")
         if self.tau <= 0 or not 0 <= self.lambda_ <= 1 or self.views not in (1, 2):
             raise BenchError("supcon: tau > 0, lambda in [0, 1], views 1 or 2")
         if self.projection not in ("none", "linear", "mlp"):
@@ -36,6 +44,7 @@ class SupCon(Method):
     """CE + supervised contrastive loss on L2-normalised sentence vectors (anchors without positives skipped)."""
 
     Config = SupConConfig
+    version = 2  # 2: the `variant` knob (paper by default: the objective is unchanged)
 
     def __init__(self, encoder, num_labels, config=None, head_dropout=0.1):
         super().__init__(encoder, num_labels, config, head_dropout)
@@ -47,5 +56,7 @@ class SupCon(Method):
         pooled = self.encode(rows).pooled
         ce = F.cross_entropy(self.head(pooled[:m]).float(), batch["labels"])
         scl = supcon_loss(self.projection(pooled), rows["labels"], self.config.tau)
+        if self.config.variant == "released":  # SupContrast: loss = -(temperature / base_temperature) * ...
+            scl = scl * (self.config.tau / SUPCONTRAST_BASE_TEMPERATURE)
         lam = self.config.lambda_
         return {"ce": (1 - lam) * ce, "supcon": lam * scl}

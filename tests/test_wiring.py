@@ -301,15 +301,20 @@ def test_ce_wiring():
 # supcon: L = (1 - lambda) CE + lambda SCL
 # ---------------------------------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("views,projection", [(1, "none"), (1, "linear"), (2, "none"), (2, "mlp")])
-def test_supcon_wiring(views, projection):
+@pytest.mark.parametrize("views,projection,variant", [(1, "none", "paper"), (1, "linear", "paper"),
+                                                      (2, "none", "paper"), (2, "mlp", "paper"),
+                                                      (2, "none", "released")])
+def test_supcon_wiring(views, projection, variant):
+    """paper: Gunel et al.'s SCL; released: SupContrast's, scaled by tau / 0.07."""
     lam, tau = 0.7, 0.5
-    method = build("supcon", tau=tau, lambda_=lam, views=views, projection=projection)
+    method = build("supcon", tau=tau, lambda_=lam, views=views, projection=projection, variant=variant)
+    assert method.config.variant == variant and build("supcon").config.variant == "paper"
 
     def reference(P, B):
         e, _ = encode_ref(P, "encoder.", originals() * views, range(views * M))
         scl = supcon_ref(projection_ref(P, projection, e), torch.tensor(LABELS * views), tau)
-        return {"ce": (1 - lam) * ce_ref(head_ref(P, e[:M]), LABELS), "supcon": lam * scl}
+        scale = tau / 0.07 if variant == "released" else 1.0
+        return {"ce": (1 - lam) * ce_ref(head_ref(P, e[:M]), LABELS), "supcon": lam * scale * scl}
 
     check(method, reference)
     assert method.encoder.calls == [views * M]
@@ -440,13 +445,17 @@ def test_adaptive_loss_uses_the_updated_matrix():
 # lcl: L = w CE(main) + (1 - w) LCL(e, softmax(helper)) + w CE(helper)
 # ---------------------------------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("weighting,views", [("separate", "dropout"), ("shared-head", "dropout"),
-                                             ("separate", "synonym")])
-def test_lcl_wiring(weighting, views, tmp_path, monkeypatch):
+@pytest.mark.parametrize("weighting,views,variant", [("separate", "dropout", "released"),
+                                                     ("shared-head", "dropout", "released"),
+                                                     ("separate", "synonym", "released"),
+                                                     ("separate", "synonym", "paper")])
+def test_lcl_wiring(weighting, views, variant, tmp_path, monkeypatch):
+    """released: both cross-entropy terms over all 2M rows (the authors' train.py); paper: over the M originals."""
     tau, w = 0.4, 0.3
     method = build("lcl", tmp_path, monkeypatch, tau=tau, ce_weight=w, weighting=weighting, views=views,
-                   syn_rate=0.5)
+                   syn_rate=0.5, variant=variant)
     second = synonyms() if views == "synonym" else originals()
+    rows_ce = 2 * M if variant == "released" else M
 
     def reference(P, B):
         e, _ = encode_ref(P, "encoder.", originals() + second, range(2 * M))
@@ -454,9 +463,10 @@ def test_lcl_wiring(weighting, views, tmp_path, monkeypatch):
             if weighting == "separate" else e
         helper_logits = head_ref(P, helper, "helper_head.1")
         weights = torch.softmax(helper_logits, dim=1)  # not detached
-        return {"ce": w * ce_ref(head_ref(P, e[:M]), LABELS),
-                "lcl": (1 - w) * lcl_ref(e, torch.tensor(LABELS * 2), weights, tau),
-                "ce_helper": w * ce_ref(helper_logits[:M], LABELS)}
+        labels = LABELS * 2
+        return {"ce": w * ce_ref(head_ref(P, e[:rows_ce]), labels[:rows_ce]),
+                "lcl": (1 - w) * lcl_ref(e, torch.tensor(labels), weights, tau),
+                "ce_helper": w * ce_ref(helper_logits[:rows_ce], labels[:rows_ce])}
 
     check(method, reference)
     assert method.encoder.calls == [2 * M]
