@@ -69,8 +69,8 @@ def slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "-", text.replace("/", "--")).strip("-") or "x"
 
 
-# The `variant` of a method that follows its authors' released code: the default of every method that has the
-# knob; results of any other variant are reported under `method:variant` (e.g. cline:paper).
+# The `variant` of a method that follows its authors' released code (the other is `paper`). It is the default of
+# cline, dcl and lcl (supcon's is `paper`); reports name a run of a non-default variant `method:variant`.
 RELEASED = "released"
 
 

@@ -154,4 +154,6 @@ def test_a_run_of_a_variant_other_than_the_released_code_is_reported_as_its_own_
     frame = normalise(rows)
     assert list(frame["method"]) == ["cline", "cline:paper", "ce", "ce"]
     assert shown_method("cline:paper", "paper") == "cline:paper"  # normalising twice changes nothing
+    # the default is the method's own: supcon's is `paper`, so its released-code runs are the named ones
+    assert shown_method("supcon", "paper") == "supcon" and shown_method("supcon", "released") == "supcon:released"
     assert list(normalise(frame)["method"]) == list(frame["method"])

@@ -7,6 +7,7 @@ versions, settings or data never end up averaged together unnoticed.
 
 from __future__ import annotations
 
+import functools
 import math
 from pathlib import Path
 
@@ -80,9 +81,23 @@ def normalise(frame: pd.DataFrame) -> pd.DataFrame:
 
 
 def shown_method(method: str, variant: object) -> str:
-    """The method as reports name it: `method:variant` for a variant other than the released code's."""
+    """The method as reports name it: `method:variant` for a variant other than the method's default."""
     variant = "" if variant is None or (isinstance(variant, float) and math.isnan(variant)) else str(variant)
-    return method if variant in ("", RELEASED) or method.endswith(f":{variant}") else f"{method}:{variant}"
+    if variant in ("", default_variant(method)) or method.endswith(f":{variant}"):
+        return method
+    return f"{method}:{variant}"
+
+
+@functools.lru_cache(maxsize=None)
+def default_variant(method: str) -> str:
+    """The default of `method`'s `variant` knob, read from the method catalog (without importing the methods);
+    RELEASED for a method that is not registered here."""
+    from bench.catalog import registry
+
+    try:
+        return str(registry("method").get(method).config_fields().get("variant", RELEASED))
+    except (KeyError, BenchError):
+        return RELEASED
 
 
 def parse_filter(text: str) -> tuple[str, list[str]]:
