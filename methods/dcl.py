@@ -21,9 +21,10 @@ from bench.methods.views import SecondView
 class DCLConfig:
     """variant: released (the authors' PowerNorm: rows scaled by their RMS first, a cumulative-mean warm-up of the
     running statistic) or paper (the earlier form; docs/METHODS.md "dcl"); momentum: EMA rate of the target
-    network; lambda_: L = CE + λ L_align; views: synonym (WordNet, at syn_rate) or dropout (the same text twice); hidden/out: projector and predictor widths
-    (Linear-PowerNorm-ReLU-Linear); powernorm_alpha / powernorm_warmup: PowerNorm's running-statistic rate and
-    the steps during which it normalises with the batch statistic."""
+    network; lambda_: L = CE + λ L_align; views: synonym (WordNet, at syn_rate) or dropout (the same text
+    twice); hidden/out: projector and predictor widths (Linear-PowerNorm-ReLU-Linear); powernorm_alpha /
+    powernorm_warmup: PowerNorm's running-statistic rate and the steps during which it normalises with the batch
+    statistic."""
 
     variant: str = "released"
     momentum: float = 0.996

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from bench.errors import BenchError
+from bench.results import store
 from bench.perf.campaign import cli, layout, pack, runner, unpack
 from bench.perf.campaign.parts import (PAPER_CONFIG, PAPER_DATASETS, PARTS, TOY_DATASET, Part, Step, get_part,
                                        paper_part)
@@ -215,12 +216,12 @@ def test_records_of_another_part_or_kind_of_run_are_not_merged(fake_run, tmp_pat
     runner.run_part(part, out, ROOT, dry_run=False, only=["b"])  # a device run does not keep a dry run's steps
     assert [s["name"] for s in record_of(out)["steps"]] == ["b"]
     record = record_of(out)
-    runner.write_record({**record, "part": "tests"}, out / "perf.json")
+    store.write_json(out / "perf.json", {**record, "part": "tests"})
     runner.run_part(part, out, ROOT, dry_run=False, only=["a"])
     assert [s["name"] for s in record_of(out)["steps"]] == ["a"]
 
     path = out / "perf.json"
-    runner.write_record(record, path)
+    store.write_json(path, record)
     assert set(runner.earlier_steps(path, part, dry_run=False)) == {"b"}
     assert runner.earlier_steps(path, part, dry_run=True) == {}
     assert runner.earlier_steps(path, two_steps("paper:mr"), dry_run=False) == {}

@@ -14,10 +14,12 @@ MANIFEST = "manifest.json"      # in base/: what the pack holds and which code i
 BASE = "base"                   # the clbench wheel and the wheels every part needs that the device image lacks
 TEST_WHEELS = "test-wheels"     # the wheels only the test suite needs
 MINILM = "minilm"               # minilm.tar.xz: the fp16 stand-in package of scripts/pack-minilm-fp16.py
-WORDNET = "wordnet"             # wordnet.tar.xz: corpora/wordnet/ with the dict files nltk reads
+WORDNET = "wordnet"             # wordnet.tar.xz: WORDNET_DICT/ with the dict files nltk reads
+WORDNET_DICT = "corpora/wordnet"  # inside wordnet.tar.xz: nltk's layout, read in place once unpacked
 DATA_PERF = "data-perf"         # the data sets of the perf part, one folder each
 VECTORS = "vectors.npz"         # in paper-<dataset>/: the counter-fitted vectors cut to the attacked texts
 PAPER_DATA = "data"             # in paper-<dataset>/: the data sets of that paper part
+PAPER_PREFIX = "paper-"         # paper-<dataset>/: the folder of the paper part on <dataset>
 FOLDER_LIMIT_MIB = 60           # each folder of the pack
 CALL_LIMIT_MIB = 64             # everything one device call carries, the working tree included
 SOURCE_PARTS = ("bench", "methods", "datasets", "pyproject.toml")  # what the wheel is built from
@@ -25,7 +27,7 @@ SOURCE_PARTS = ("bench", "methods", "datasets", "pyproject.toml")  # what the wh
 
 def paper_folder(dataset: str) -> str:
     """The pack folder of the paper part on `dataset`."""
-    return f"paper-{dataset}"
+    return f"{PAPER_PREFIX}{dataset}"
 
 
 def source_hash(repo: Path) -> str:

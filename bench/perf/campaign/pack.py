@@ -120,8 +120,8 @@ def write_folder(folder: str, staging: Path, repo: Path, data_dir: Path, word_ve
     elif folder == layout.DATA_PERF:
         for name in PERF_DATASETS:
             shutil.copytree(data_dir / name, staging / name)
-    elif folder.startswith("paper-"):
-        pack_paper(folder.removeprefix("paper-"), staging, data_dir, word_vectors)
+    elif folder.startswith(layout.PAPER_PREFIX):
+        pack_paper(folder.removeprefix(layout.PAPER_PREFIX), staging, data_dir, word_vectors)
     return sorted(str(p.relative_to(staging)) for p in staging.rglob("*") if p.is_file())
 
 
@@ -171,11 +171,11 @@ def pack_wordnet(archive: Path) -> None:
     with tarfile.open(archive, "w:xz") as tar:
         for name in (*REQUIRED_FILES, *WORDNET_FILES):
             if (source / name).is_file():
-                tar.add(source / name, arcname=f"corpora/wordnet/{name}")
+                tar.add(source / name, arcname=f"{layout.WORDNET_DICT}/{name}")
         if not (source / "lexnames").is_file():
             lexnames = archive.with_name("lexnames")
             lexnames.write_text(lexnames_text(), encoding="utf-8")
-            tar.add(lexnames, arcname="corpora/wordnet/lexnames")
+            tar.add(lexnames, arcname=f"{layout.WORDNET_DICT}/lexnames")
             lexnames.unlink()
 
 

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from bench.perf.campaign import layout
+
 PAPER_CONFIG = "configs/clld-table2-minilm.yaml"
 PAPER_DATASETS = ("trec", "mr", "r8")
 ATTACK_N = 500          # attacked examples per shard (the vectors of the pack are cut to these samples)
@@ -42,7 +44,7 @@ TOY_PERF = ("--dataset", TOY_DATASET, "--encoder", "tiny-bert", "--max-length", 
             "--quiet")
 PERF_DATA = ("--data-dir", "{data}")
 
-PERF = Part("perf", carry=("base", "minilm", "data-perf"), steps=(
+PERF = Part("perf", carry=(layout.BASE, layout.MINILM, layout.DATA_PERF), steps=(
     Step("report", "perf",
          ("report", "--dataset", "20ng", *PERF_DATA, "--encoder", "bert-base-random", "--batch-sizes", "32,128"),
          ("report", *TOY_PERF, "--batch-sizes", "4,8")),
@@ -72,7 +74,8 @@ def paper_part(dataset: str) -> Part:
     once), the contrast and TextFooler evaluators included, then the table against the paper."""
     results = ("--results-dir", "{results}")
     reports = (*results, "--reports-dir", "{reports}")
-    return Part(f"paper:{dataset}", dataset=dataset, carry=("base", "minilm", "wordnet", f"paper-{dataset}"), steps=(
+    carry = (layout.BASE, layout.MINILM, layout.WORDNET, layout.paper_folder(dataset))
+    return Part(f"paper:{dataset}", dataset=dataset, carry=carry, steps=(
         Step("train", "clbench",
              ("run", "--config", PAPER_CONFIG, "--datasets", dataset, "--data-dir", "{data}", *results,
               "--evaluators", "contrast,textfooler", "--attack-n", str(ATTACK_N), "--word-vectors", "{vectors}",
@@ -91,7 +94,7 @@ def paper_part(dataset: str) -> Part:
     ))
 
 
-TESTS = Part("tests", carry=("base", "test-wheels", "minilm"), steps=(
+TESTS = Part("tests", carry=(layout.BASE, layout.TEST_WHEELS, layout.MINILM), steps=(
     Step("pytest", "pytest", ("-p", "no:cacheprovider", "-n", "8", "--junitxml", "{prefix}-junit.xml", "-q"),
          ("tests/test_spec.py", "tests/test_registry.py", "-p", "no:cacheprovider", "--junitxml",
           "{prefix}-junit.xml", "-q")),

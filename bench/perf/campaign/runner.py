@@ -1,5 +1,5 @@
 """`run PART`: the steps of one campaign part, each a subprocess with what is left of the part's time budget, the
-part's JSON record rewritten as each step ends (a part killed at the device's limit still returns what it
+part's JSON record rewritten atomically as each step ends (a part killed at the device's limit still returns what it
 finished), stderr in one log beside it. With --dry-run the toy arguments of each step run on this machine."""
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from typing import Any
 from xml.etree import ElementTree
 
 from bench.errors import BenchError
+from bench.results import store
 from bench.perf.campaign import unpack
 from bench.perf.campaign.parts import PAPER_CONFIG, Part, Step
 
@@ -52,13 +53,6 @@ def device_facts() -> dict[str, Any]:
     return {"device_name": device_name("cuda" if cuda else "cpu"), "gpu": cuda, "torch": torch.__version__,
             "cuda": torch.version.cuda, "python": platform.python_version(), "cpu_count": os.cpu_count(),
             "host": platform.node()}
-
-
-def write_record(record: dict, path: Path) -> None:
-    """Replace the part's JSON record in one rename."""
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
-    os.replace(tmp, path)
 
 
 def run_step(argv: list[str], env: dict[str, str], cwd: Path, timeout: float, log) -> tuple[str, int | None, str]:
@@ -172,7 +166,7 @@ def run_part(part: Part, out: Path, repo: Path, dry_run: bool = False, pack: Pat
     path = prefix.with_suffix(".json")
     done = earlier_steps(path, part, dry_run)  # a part re-run with --only keeps the other steps' results
     record["steps"] = [done[s.name] for s in part.steps if s.name in done]
-    write_record(record, path)
+    store.write_json(path, record)
     ok = True
     with open(prefix.with_suffix(".log"), "a", encoding="utf-8") as log:
         for index, step in enumerate(steps):
@@ -198,12 +192,12 @@ def run_part(part: Part, out: Path, repo: Path, dry_run: bool = False, pack: Pat
             ok = ok and entry["status"] == "ok"
             done[step.name] = entry
             record["steps"] = [done[s.name] for s in part.steps if s.name in done]
-            write_record(record, path)
+            store.write_json(path, record)
             took = f" in {entry['seconds']} s" if "seconds" in entry else ""
             print(f"[campaign {part.name}] {step.name}: {entry['status']}{took}", file=sys.stderr, flush=True)
     if part.dataset:
         record["archive"] = archive_results(Path(values["results"]), Path(f"{prefix}-results.tar.gz"))
     record["finished"] = datetime.now(timezone.utc).isoformat(timespec="seconds")
     record["seconds"] = round(time.monotonic() - start, 1)
-    write_record(record, path)
+    store.write_json(path, record)
     return 0 if ok else 1

@@ -45,7 +45,7 @@ def prepare_run(part: Part, pack: Path | None, scratch: Path | None, repo: Path,
         minilm = scratch / layout.MINILM
         if minilm.is_dir():
             env["PYTHONPATH"] = os.pathsep.join(p for p in (str(minilm), env.get("PYTHONPATH", "")) if p)
-        wordnet = scratch / layout.WORDNET / "corpora" / "wordnet"
+        wordnet = scratch / layout.WORDNET / layout.WORDNET_DICT
         if wordnet.is_dir():
             env["BENCH_WORDNET_DIR"] = str(wordnet)
         if part.dataset:
