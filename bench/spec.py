@@ -13,6 +13,11 @@ from bench.errors import BenchError
 from bench.registry import METHODS, Registry
 
 
+NOISE_KINDS = ("symmetric", "asymmetric")
+# The settings that define a data regime (few labels, noisy labels): sweep dimensions, never tuned by a grid.
+REGIME_FIELDS = ("train_size", "shots", "val_size", "label_noise", "noise_kind")
+
+
 @dataclass(frozen=True)
 class TrainConfig:
     """Optimisation and model-shape settings shared by every method (the Trainer reads these)."""
@@ -30,6 +35,13 @@ class TrainConfig:
     precision: str = "auto"
     val_fraction: float = 0.1
     data_seed: int = 0
+    # the data regime (bench.data.regimes), applied to the loaded data with `data_seed`; new fields such as these
+    # stay out of the run key at their default (ADDED_DEFAULTS), so that keys made before them stay valid
+    train_size: int = 0  # a stratified sample of this many training examples (0: all)
+    shots: int = 0  # instead, this many training examples per class (0: off)
+    val_size: int = 0  # validation examples: 0 = as many as the training sample (all without one), -1 = all
+    label_noise: float = 0.0  # share of training labels flipped (validation and test untouched)
+    noise_kind: str = "symmetric"  # symmetric: to a random other class; asymmetric: to the most confusable one
 
     def __post_init__(self) -> None:
         checks = [
@@ -45,6 +57,13 @@ class TrainConfig:
             (self.pooling in ("cls", "pooler", "mean"), "--pooling must be one of cls, pooler, mean"),
             (self.precision in ("auto", "fp32", "bf16"), "--precision must be one of auto, fp32, bf16"),
             (0 < self.val_fraction < 0.5, "--val-fraction must be in (0, 0.5)"),
+            (self.train_size >= 0, "--train-size must be >= 0 (0: the whole training split)"),
+            (self.shots >= 0, "--shots must be >= 0 (0: off)"),
+            (not (self.train_size and self.shots), "--train-size and --shots both size the training sample; "
+                                                   "give one"),
+            (self.val_size >= -1, "--val-size must be >= -1 (0: as many as the training sample, -1: all)"),
+            (0 <= self.label_noise < 1, "--label-noise must be in [0, 1)"),
+            (self.noise_kind in NOISE_KINDS, f"--noise-kind must be one of {', '.join(NOISE_KINDS)}"),
         ]
         for ok, message in checks:
             if not ok:
@@ -54,6 +73,43 @@ class TrainConfig:
     def field_names(cls) -> list[str]:
         """Names of all settings, in declaration order."""
         return [f.name for f in fields(cls)]
+
+    def regime(self) -> dict[str, Any]:
+        """The data-regime settings (REGIME_FIELDS) by name."""
+        return {name: getattr(self, name) for name in REGIME_FIELDS}
+
+    def key_items(self) -> list[tuple[str, Any]]:
+        """The settings as the run key lists them: all, except a field added since keys were first made while it
+        holds its default (ADDED_DEFAULTS), so an older run's key is unchanged."""
+        return [(k, v) for k, v in dataclasses.asdict(self).items()
+                if not (k in ADDED_DEFAULTS and v == ADDED_DEFAULTS[k])]
+
+
+# TrainConfig fields added after run keys were first made, with the default the key leaves out.
+ADDED_DEFAULTS = {name: getattr(TrainConfig, name) for name in REGIME_FIELDS}
+
+
+def regime_label(values: dict[str, Any]) -> str:
+    """A data regime in a few characters (`n=100+noise=0.2`; '' for the whole, clean training set), for reports:
+    n = training examples, k = per class, val = validation examples, noise = share of flipped labels (no commas:
+    `--filter dataset=sst2[n=100+noise=0.2]` names one)."""
+    def number(value: Any) -> float:
+        try:
+            return float(value)
+        except (TypeError, ValueError):
+            return 0.0
+
+    parts = []
+    if number(values.get("train_size")) > 0:
+        parts.append(f"n={int(number(values['train_size']))}")
+    if number(values.get("shots")) > 0:
+        parts.append(f"k={int(number(values['shots']))}")
+    if number(values.get("val_size")) != 0:
+        parts.append(f"val={'all' if number(values['val_size']) < 0 else int(number(values['val_size']))}")
+    if number(values.get("label_noise")) > 0:
+        kind = str(values.get("noise_kind") or "symmetric")
+        parts.append(f"noise={number(values['label_noise']):g}" + ("" if kind == "symmetric" else f"-{kind[:4]}"))
+    return "+".join(parts)
 
 
 def _format_value(value: Any) -> str:
@@ -92,13 +148,17 @@ class RunSpec:
         """The canonical, human-readable string that identifies this run (version 1 of a method is left out,
         so the keys of runs made before methods had versions stay valid; a renamed knob appears under its
         old name, see `key_names`)."""
+        return self._canonical(with_seed=True)
+
+    def _canonical(self, with_seed: bool) -> str:
+        """`canonical`, or without the seed (`combo`)."""
         parts = [
             f"dataset={self.dataset}",
             f"encoder={self.encoder}",
-            f"seed={self.seed}",
+            *([f"seed={self.seed}"] if with_seed else []),
             f"data={self.data_fingerprint}",
         ]
-        parts += [f"{k}={_format_value(v)}" for k, v in dataclasses.asdict(self.train).items()]
+        parts += [f"{k}={_format_value(v)}" for k, v in self.train.key_items()]
         names = dict(self.key_names)
         if len({names.get(k, k) for k, _ in self.method_config}) < len(self.method_config):
             raise ValueError(f"{self.method}: two knobs share a name in the run key ({sorted(names.items())})")
@@ -112,6 +172,22 @@ class RunSpec:
     def config_hash(self) -> str:
         """A short hash of the canonical string."""
         return hashlib.sha256(self.canonical().encode()).hexdigest()[:10]
+
+    @property
+    def combo(self) -> str:
+        """A short hash of the canonical string without the seed: the same for every seed of one combination of
+        method, knobs, settings, data regime, dataset and encoder (what --select-by validation chooses among)."""
+        return hashlib.sha256(self._canonical(with_seed=False).encode()).hexdigest()[:10]
+
+    def changed_settings(self, method_defaults: dict[str, Any]) -> dict[str, Any]:
+        """The knobs (as `method.knob`) and training settings of this run that differ from the method's defaults
+        (`method_defaults`) and TrainConfig's; the data regime is left out (it is not a knob)."""
+        changed = {f"{self.method}.{k}": v for k, v in self.method_config
+                   if k in method_defaults and freeze(method_defaults[k]) != v}
+        defaults = TrainConfig()
+        changed.update({k: v for k, v in self.train.key_items()
+                        if k not in REGIME_FIELDS and getattr(defaults, k) != v})
+        return changed
 
     @property
     def variant(self) -> str:

@@ -101,12 +101,16 @@ def test_shipped_config_files_are_valid():
     from pathlib import Path
 
     from bench.cli.common import seed_list
+    from bench.cli.settings import grid_axes, regime_lists
+    from bench.running.grid import check_axes, regimes
 
     for path in sorted((Path(__file__).resolve().parent.parent / "configs").glob("*.yaml")):
         run, settings = load_config_file(str(path))
         for method in run["methods"]:
             assert method in METHODS, (path.name, method)
+        regimes(regime_lists(settings))
         split_settings(settings)
+        check_axes(grid_axes([], run.get("grid")), [METHODS.canonical(m) for m in run["methods"]], {})
         assert seed_list(str(run["seeds"]))
 
 

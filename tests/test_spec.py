@@ -3,7 +3,7 @@ import dataclasses
 import pytest
 
 from bench.errors import BenchError
-from bench.spec import RunSpec, TrainConfig, slug
+from bench.spec import ADDED_DEFAULTS, RunSpec, TrainConfig, slug
 
 
 def make(**changes):
@@ -16,9 +16,11 @@ def test_canonical_string_names_everything():
     spec = make(method_config=(("tau", 5.0),))
     text = spec.canonical()
     assert text.startswith("ce:dataset=mr,encoder=minilm,seed=1,data=abc123,")
-    for name in TrainConfig.field_names():
-        assert f",{name}=" in text
+    for name in TrainConfig.field_names():  # the data-regime fields, added later, only when not at their default
+        assert (f",{name}=" in text) == (name not in ADDED_DEFAULTS)
     assert text.endswith("ce.tau=5.0")
+    regime = make(train=TrainConfig(train_size=100, label_noise=0.2)).canonical()
+    assert regime.endswith(",data_seed=0,train_size=100,label_noise=0.2") and "shots" not in regime
 
 
 def test_key_is_readable_and_hashed():

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.cli.common import StrictParser
+from bench.cli.selecting import add_selection_options, selected
 from bench.results import store
 from bench.errors import BenchError
 from bench.results.store import DEFAULT_RESULTS
@@ -77,6 +78,16 @@ def add_plot_parser(sub: Any, common: argparse.ArgumentParser) -> argparse.Argum
                          help="keep rows whose COLUMN has one of the values, e.g. method=ce,clld-adaptive or "
                               "encoder=minilm,dataset=trec; repeatable (all must hold)")
     summary.add_argument("--metric", default="accuracy", help="metric column value (default: accuracy)")
+    curve = figures.add_parser("curve", parents=parents, help="a test metric against training size or label noise",
+                               description="Mean test accuracy over seeds against a data-regime dimension, one "
+                                           "line per method with a 95%% t-interval, one panel per dataset x "
+                                           "encoder x other regime settings (curve-<x>[-<metric>][_<filters>]).")
+    curve.add_argument("--x", default="train_size", choices=("train_size", "shots", "label_noise"),
+                       help="the regime dimension on the x axis (default: train_size)")
+    curve.add_argument("--metric", default="accuracy", help="metric column value (default: accuracy)")
+    curve.add_argument("--filter", dest="filters", action="append", default=[], metavar="COLUMN=VALUE[,VALUE]",
+                       help="keep rows whose COLUMN has one of the values, e.g. method=ce,supcon; repeatable")
+    add_selection_options(curve)
     return plot
 
 
@@ -129,6 +140,12 @@ def build_plots(args: argparse.Namespace) -> Iterator[Any]:
         if not folder.is_dir():
             raise BenchError(f"no results folder {folder}; give --results-dir or set $BENCH_RESULTS_DIR")
         yield plots.summary_plot(store.finished_rows(folder), args.metric, args.filters)
+    elif args.figure == "curve":
+        from bench.reporting.curveplot import curve_plot
+        from bench.reporting.resultsview import load_results
+
+        frame, _ = selected(load_results(results_dir(args)), args)
+        yield curve_plot(frame, args.x, args.metric, args.filters)
     else:
         raise BenchError(f"unknown figure {args.figure!r}; see `clbench plot --help`")
 

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from bench.cli.common import comma_list
+from bench.cli.selecting import add_selection_options, selected
 from bench.errors import BenchError
 
 if TYPE_CHECKING:
@@ -75,6 +76,7 @@ def add_report_parser(sub: argparse._SubParsersAction, common: argparse.Argument
                         help=f"where report files are written (default: ./{DEFAULT_REPORTS})")
     parser.add_argument("--bootstrap", type=int, default=None, metavar="N",
                         help="compare: paired bootstrap resamples (default: 10000)")
+    add_selection_options(parser)
     parser.add_argument("--html", nargs="?", const="", default=None, metavar="PATH",
                         help="instead of text tables, write one self-contained HTML page (tables, comparison, "
                              "figures, robustness, provenance) to PATH (default: REPORTS_DIR/report[-FILTERS].html)")
@@ -162,12 +164,16 @@ def cmd_report(args: argparse.Namespace) -> int:
     if args.html is not None:
         from bench.reporting.html import write_html_report
 
+        if args.select_by is not None:
+            raise BenchError("--select-by makes the text tables; the HTML page shows every run: drop --html (or "
+                             "--select-by)")
         path, warnings = write_html_report(source, args.filters, args.reports_dir, args.html, args.baseline, resamples)
         for warning in warnings:
             print(f"warning: {warning}", file=sys.stderr)
         print(path)
         return 0
     frame = apply_filters(flag_runs(load_results(source)), args.filters)  # flags first: filters keep runs whole
+    frame, selection = selected(frame, args)  # --select-by validation: the chosen combinations' runs only
     include = asked_for(args.filters)
     split = split_runs(frame, include=include)
     for line in warning_lines(split.keys, include):  # at the top, before anything else
@@ -191,6 +197,12 @@ def cmd_report(args: argparse.Namespace) -> int:
             cells = {"paper-ii": tables.paper_ii, "ablation": tables.ablation, "robustness": tables.robustness,
                      "vs-paper": tables.vs_paper}[name](frame, include_collapsed=include)
         outputs.append((render.render(cells, args.fmt), render.write_report(cells, file_name, args.fmt,
+                                                                            args.reports_dir, args.filters)))
+    if selection is not None:  # the chosen knobs and each method's tuning budget, beside the tables
+        from bench.reporting.selection import selection_cells
+
+        cells = selection_cells(selection)
+        outputs.append((render.render(cells, args.fmt), render.write_report(cells, "selection", args.fmt,
                                                                             args.reports_dir, args.filters)))
     for i, (text, path) in enumerate(outputs):
         print(("\n" if i else "") + text, end="")

@@ -11,8 +11,9 @@ from typing import Any
 from bench.cli.common import RESULTS_HELP, add_evaluator_options, comma_list, print_evaluations, \
     quiet_transformers, report_failed_evaluations, seed_list
 from bench.cli.run_options import DEFAULT_METHODS, run_options
+from bench.running.grid import MAX_SHARDS, budget_line
 from bench.running.options import RunOptions
-from bench.spec import TrainConfig
+from bench.spec import REGIME_FIELDS, TrainConfig
 
 HELP = {
     "epochs": "maximum epochs", "batch_size": "training batch size", "lr": "peak learning rate (AdamW)",
@@ -21,8 +22,25 @@ HELP = {
     "max_length": "max tokens per text", "head_dropout": "dropout before the classifier layer",
     "pooling": "cls | pooler | mean", "precision": "auto (bf16 on GPU) | fp32 | bf16",
     "val_fraction": "validation share carved from train when a dataset has none",
-    "data_seed": "seed of the validation carve (keep equal across a comparison)",
+    "data_seed": "seed of the validation carve, the few-label sample and the label noise (keep equal across a "
+                 "comparison)",
+    "train_size": "few labels: a stratified sample of N training examples, every class present (0: all)",
+    "shots": "few labels: K training examples per class (0: off)",
+    "val_size": "validation examples: 0 = as many as the training sample (all without one), -1 = all, N",
+    "label_noise": "noisy labels: the share of training labels flipped (validation and test untouched)",
+    "noise_kind": "symmetric (to a random other class) | asymmetric (to the class's most confusable class)",
 }
+
+
+def typed_list(kind: type) -> Any:
+    """An argparse type: `20,100,1000` -> [20, 100, 1000], each value read as `kind`."""
+    def parse(text: str) -> list[Any]:
+        try:
+            return [kind(part) for part in comma_list(text)]
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected {kind.__name__} values like 1,2 (got {text!r})") from None
+
+    return parse
 
 
 def add_slurm_options(parser: argparse.ArgumentParser) -> None:
@@ -65,8 +83,21 @@ def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
     defaults = TrainConfig()
     for name in TrainConfig.field_names():
         default = getattr(defaults, name)
-        run.add_argument(f"--{name.replace('_', '-')}", dest=name, type=type(default), default=None,
-                         help=f"{HELP[name]} (default: {default})")
+        if name in REGIME_FIELDS:  # sweep dimensions: a list runs every value
+            run.add_argument(f"--{name.replace('_', '-')}", dest=name, type=typed_list(type(default)), default=None,
+                             metavar="V[,V...]", help=f"{HELP[name]} (default: {default}); a list runs each")
+        else:
+            run.add_argument(f"--{name.replace('_', '-')}", dest=name, type=type(default), default=None,
+                             help=f"{HELP[name]} (default: {default})")
+    run.add_argument("--grid", dest="grid", action="append", default=[], metavar="KEY=V1,V2,...",
+                     help="tune a training setting or METHOD.KNOB over these values: one shard per combination "
+                          "(each method: the training settings and its own knobs); repeatable; choose with "
+                          "`clbench report --select-by validation`")
+    run.add_argument("--sample", type=int, default=None, metavar="N",
+                     help="draw N of each method's grid combinations at random (default: all)")
+    run.add_argument("--grid-seed", type=int, default=None, help="the seed of --sample's draw (default: 0)")
+    run.add_argument("--yes", action="store_true", default=None,
+                     help=f"run a sweep of more than {MAX_SHARDS} shards")
     run.add_argument("--data-dir", default=None, help="folder with <name>/{train,validation,test}.jsonl[.gz] "
                                                       "(default: $BENCH_DATA_DIR)")
     run.add_argument("--results-dir", default=None, help=RESULTS_HELP)
@@ -114,6 +145,10 @@ def cmd_run(args: argparse.Namespace) -> int:
     results_dir = opts.results_dir
     shards = plan_sweep(opts)
     print(f"clbench: {len(shards)} shard(s) -> {results_dir}", file=sys.stderr)
+    budget = budget_line(opts.grid, sorted({s.spec.method for s in shards}, key=[s.spec.method for s in shards].index),
+                         opts.sample, len(opts.seeds))
+    if budget:
+        print(budget, file=sys.stderr)
     planned_keys = [s.spec.key for s in shards]
     if opts.resume or (opts.executor == "slurm" and not opts.overwrite):
         shards = skip_active(shards, results_dir)  # never queue a shard twice

@@ -83,7 +83,9 @@ def checked_run_options(args: argparse.Namespace, check_encoders: bool = True
     """`run_options` without the shard request, whose fields come second: every option checked, and every
     name, knob and setting as far as that needs no torch (see `check_plan`); imports no torch."""
     from bench.catalog import registry
-    from bench.cli.settings import as_list, load_config_file, parse_assignment, split_settings
+    from bench.cli.settings import (as_list, grid_axes, load_config_file, parse_assignment, regime_lists,
+                                    split_settings)
+    from bench.running import grid
 
     file_run, settings = load_config_file(args.config) if args.config else ({}, {})
     demo = bool(getattr(args, "demo", False))
@@ -91,7 +93,13 @@ def checked_run_options(args: argparse.Namespace, check_encoders: bool = True
     check_folders(args, file_run)
     settings.update({n: getattr(args, n) for n in TrainConfig.field_names() if getattr(args, n) is not None})
     settings.update(dict(parse_assignment(a) for a in args.assignments))
+    regimes = grid.regimes(regime_lists(settings))  # the data regimes leave `settings`: each one is run
     overrides, knobs = split_settings(settings, registry("method"))
+    axes = grid_axes(getattr(args, "grid", []) or [], file_run.get("grid"), registry("method"))
+    sample = whole_number("--sample", getattr(args, "sample", None), file_run.get("sample", 0))
+    grid_seed = whole_number("--grid-seed", getattr(args, "grid_seed", None), file_run.get("grid_seed", 0))
+    if sample and not axes:
+        raise BenchError("--sample draws knob combinations of a grid: add --grid KEY=V1,V2 (or drop --sample)")
     try:
         seeds = args.seeds or seed_list(",".join(str(s) for s in as_list(file_run.get("seeds", 1))))
     except argparse.ArgumentTypeError as exc:
@@ -124,6 +132,10 @@ def checked_run_options(args: argparse.Namespace, check_encoders: bool = True
         seeds=seeds,
         overrides=overrides,
         knobs=knobs,
+        grid=axes,
+        sample=sample,
+        grid_seed=grid_seed,
+        regimes=regimes,
         data_dir=data_dir,
         results_dir=resolve_results_dir(args.results_dir or file_run.get("results_dir")),
         jobs=jobs,
@@ -138,8 +150,30 @@ def checked_run_options(args: argparse.Namespace, check_encoders: bool = True
         reports_dir=DEMO_REPORTS if demo else None,
     )
     check_set_targets(args.assignments, opts.methods, registry("method"))
+    check_sweep(opts, bool(getattr(args, "yes", None) or file_run.get("yes", False)))
     check_plan(opts, check_encoders)
     return opts, request
+
+
+def whole_number(flag: str, given: Any, from_file: Any) -> int:
+    """A flag's value, else the config file's, checked to be a whole number >= 0."""
+    value = given if given is not None else from_file
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise BenchError(f"{flag} must be a whole number >= 0, got {value!r}")
+    return value
+
+
+def check_sweep(opts: RunOptions, confirmed: bool) -> None:
+    """The grid's checks (bench.running.grid.check_axes) and the size limit on the planned shards (--yes)."""
+    from bench.catalog import registry
+    from bench.running import grid
+
+    methods = [registry("method").canonical(m) for m in opts.methods if m in registry("method")]
+    fixed = {**opts.overrides, **{f"{m}.{k}": v for m, knobs in opts.knobs.items() for k, v in knobs.items()}}
+    grid.check_axes(opts.grid, methods, fixed)
+    count = grid.shard_count(opts.grid, methods, opts.sample, len(opts.regimes), len(opts.datasets),
+                             len(opts.encoders), len(opts.seeds))
+    grid.check_size(count, confirmed)
 
 
 def check_set_targets(assignments: list[str], methods: list[str], registry: Any) -> None:

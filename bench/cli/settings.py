@@ -19,6 +19,7 @@ from bench.evaluators.base import EvalOptions
 
 # Keys of a SLURM profile (YAML), of `clbench run` flags (dashes for underscores) and of --config run keys.
 RUN_KEYS = ("methods", "datasets", "encoders", "seeds", "data_dir", "results_dir", "jobs", "device", "overwrite",
+            "grid", "sample", "grid_seed", "yes",
             "evaluators", "save_model", "compile", "length_bucket", "deterministic", *EvalOptions.field_names(),
             "executor", "resume", "shards_per_gpu", "slurm_profile", *SLURM_KEYS)
 
@@ -111,6 +112,7 @@ def load_config_file(path: str) -> tuple[dict[str, Any], dict[str, Any]]:
     run: dict[str, Any] = {}
     settings: dict[str, Any] = {}
     for key, value in raw.items():
+        key = "yes" if key is True else key  # YAML 1.1 reads the key `yes:` as true
         key = str(key).replace("-", "_") if str(key).replace("-", "_") in RUN_KEYS + ("encoder",) else str(key)
         if key in RUN_KEYS or key == "encoder":
             run["encoders" if key == "encoder" else key] = value
@@ -126,3 +128,79 @@ def as_list(value: Any) -> list:
     if isinstance(value, str):
         return [part.strip() for part in value.split(",") if part.strip()]
     return list(value) if isinstance(value, (list, tuple)) else [value]
+
+
+def grid_axes(flags: list[str], from_file: Any, methods: Registry | None = None) -> tuple[tuple[str, tuple], ...]:
+    """The knob grid: `--grid KEY=V1,V2` flags over a config file's `grid:` mapping (KEY: [V1, V2] or "V1,V2"),
+    each key checked and each value typed as `split_settings` does; keys as `setting` or `method.knob` with the
+    method's registered name, in a fixed (sorted) order. A key given twice on the command line is an error."""
+    raw: dict[str, tuple[str, list[Any]]] = {}  # resolved name -> (the key as given, its values)
+    if from_file not in (None, {}):
+        if not isinstance(from_file, dict):
+            raise BenchError("config file: grid must be a mapping of KEY: [values], e.g. grid: {lr: [2e-5, 5e-5]}")
+        for key, values in from_file.items():
+            raw[setting_name(str(key), methods)] = (str(key), [number_or_text(v) for v in as_list(values)])
+    flagged: set[str] = set()
+    for text in flags:
+        key, sep, values = text.partition("=")
+        key = key.strip()
+        if not sep or not key:
+            raise BenchError(f"--grid {text!r}: expected KEY=V1,V2,..., e.g. --grid clld.tau=1,5,10 or "
+                             "--grid lr=2e-5,5e-5")
+        name = setting_name(key, methods)
+        if name in flagged:
+            raise BenchError(f"--grid {key}: given twice; list every value in one flag, e.g. --grid {key}=V1,V2")
+        flagged.add(name)
+        raw[name] = (key, [parse_assignment(f"{key}={v}")[1] for v in values.split(",") if v.strip()])
+    axes = {name: tuple(typed_setting(key, value, methods)[1] for value in values)
+            for name, (key, values) in raw.items()}
+    return tuple(sorted(axes.items()))
+
+
+def setting_name(key: str, methods: Registry | None = None) -> str:
+    """A setting's name as the run key has it: `method.knob` with the method's registered name (an alias
+    resolved, `lambda` as `lambda_`), a training setting as given; an unknown name as given (it is refused when
+    typed)."""
+    if "." not in key:
+        return key
+    methods = catalog.registry("method") if methods is None else methods
+    method_name, knob = key.split(".", 1)
+    if method_name not in methods:
+        return key
+    method = methods.canonical(method_name)
+    fields = methods.get(method).config_fields()
+    return f"{method}.{knob}_" if knob not in fields and f"{knob}_" in fields else f"{method}.{knob}"
+
+
+def typed_setting(key: str, value: Any, methods: Registry | None = None) -> tuple[str, Any]:
+    """One setting checked and typed as `split_settings` does: (`setting` or `method.knob` with the method's
+    registered name, the typed value); a data-regime key is passed through (see bench.running.grid.check_axes)."""
+    from bench.spec import REGIME_FIELDS
+
+    if key in REGIME_FIELDS:
+        return key, value
+    train, knobs = split_settings({key: value}, methods)
+    if train:
+        (name, typed), = train.items()
+        return name, typed
+    (method, inner), = knobs.items()
+    (knob, typed), = inner.items()
+    return f"{method}.{knob}", typed
+
+
+def regime_lists(settings: dict[str, Any]) -> dict[str, list[Any]]:
+    """Take the data-regime settings (bench.spec.REGIME_FIELDS) out of `settings`: each a value or a list of
+    values (a sweep dimension), typed like its TrainConfig default."""
+    from bench.spec import REGIME_FIELDS
+
+    defaults = TrainConfig()
+    lists = {}
+    for key in REGIME_FIELDS:
+        if key in settings:
+            values = as_list(settings.pop(key))
+            if not values:
+                raise BenchError(f"{key} names no value; give one or more, e.g. {key}: [20, 100]")
+            lists[key] = [coerce(key, number_or_text(v), getattr(defaults, key)) for v in values]
+            if len(set(map(repr, lists[key]))) < len(values):
+                raise BenchError(f"{key}: a value is repeated ({', '.join(map(repr, lists[key]))}); list each once")
+    return lists

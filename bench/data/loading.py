@@ -19,6 +19,7 @@ from bench.data.files import find_split_file, read_rows, rows_to_columns
 from bench.errors import BenchError
 from bench.hub import hub_reachable
 from bench.registry import DATASETS
+from bench.spec import ADDED_DEFAULTS
 
 log = logging.getLogger(__name__)
 
@@ -53,8 +54,9 @@ class TextData:
     test: Split
     source: str
     validation_source: str
-    fingerprint: str
+    fingerprint: str  # of the source data, before any regime (bench.data.regimes) sampled or flipped it
     warnings: list[str] = field(default_factory=list)
+    regime: dict[str, Any] = field(default_factory=dict)  # what bench.data.regimes did to it ({}: nothing)
 
     @property
     def num_labels(self) -> int:
@@ -76,6 +78,7 @@ class TextData:
             "sizes": {s: len(getattr(self, s)) for s in SPLITS},
             "validation_source": self.validation_source,
             "warnings": self.warnings,
+            "regime": self.regime,
         }
 
 
@@ -307,21 +310,27 @@ def load_dataset(name: str, data_dir: str | None = None, data_seed: int = 0,
 @dataclass(frozen=True)
 class DataRef:
     """How a job reloads a shard's dataset instead of pickling it: the card name or absolute folder, the
-    data folder, and the validation carve."""
+    data folder, the validation carve and the data regime (few or noisy labels: bench.data.regimes)."""
 
     name: str
     data_dir: str | None = None
     data_seed: int = 0
     val_fraction: float = 0.1
+    regime: tuple[tuple[str, Any], ...] = ()  # TrainConfig's regime settings, as (name, value) pairs
 
     def load(self) -> "TextData":
-        """Load the dataset as `plan` did."""
-        return load_dataset(self.name, self.data_dir, self.data_seed, self.val_fraction)
+        """Load the dataset as `plan` did, its regime applied."""
+        from bench.data.regimes import apply_regime
+
+        data = load_dataset(self.name, self.data_dir, self.data_seed, self.val_fraction)
+        return apply_regime(data, dict(self.regime), self.data_seed)
 
 
-def data_ref(name: str, data_dir: str | None, data_seed: int, val_fraction: float) -> DataRef:
+def data_ref(name: str, data_dir: str | None, data_seed: int, val_fraction: float,
+             regime: dict[str, Any] | None = None) -> DataRef:
     """A DataRef that works from any folder: paths made absolute, $BENCH_DATA_DIR recorded."""
     if name not in DATASETS and Path(name).expanduser().is_dir():
         name = str(Path(name).expanduser().resolve())
     folder = data_dir or os.environ.get("BENCH_DATA_DIR")
-    return DataRef(name, str(Path(folder).expanduser().resolve()) if folder else None, data_seed, val_fraction)
+    return DataRef(name, str(Path(folder).expanduser().resolve()) if folder else None, data_seed, val_fraction,
+                   tuple(sorted((k, v) for k, v in (regime or {}).items() if ADDED_DEFAULTS.get(k, object()) != v)))

@@ -15,6 +15,7 @@ from typing import Any
 import pandas as pd
 
 from bench.reporting.resultsview import as_text
+from bench.spec import REGIME_FIELDS
 
 # columns that identify a run, its provenance or a metric; every other evaluator column is a setting
 NOT_SETTINGS = {"run_key", "method", "dataset", "encoder", "seed", "evaluator", "split", "metric", "label",
@@ -24,7 +25,8 @@ NOT_SETTINGS = {"run_key", "method", "dataset", "encoder", "seed", "evaluator", 
                 "torch_version", "transformers_version", "python_version", "device", "host", "slurm_job", "finished_at",
                 "eval_hash", "eval_settings", "eval_seconds", "cpu_threads", "collapsed", "compiled", "length_bucket",
                 "deterministic",
-                "build_seconds", "prepare_seconds", "tokenize_seconds", "test_seconds"}
+                "build_seconds", "prepare_seconds", "tokenize_seconds", "test_seconds",
+                "variant", "combo", "knobs", "base_dataset", "train_examples", "flipped", *REGIME_FIELDS}
 SETTINGS_COLUMN = "eval_settings"
 VERSION = "eval_version"  # the name a stored settings dict's `version` is shown under (as in the rows)
 

@@ -8,6 +8,7 @@ versions, settings or data never end up averaged together unnoticed.
 from __future__ import annotations
 
 import functools
+import json
 import math
 from pathlib import Path
 
@@ -15,7 +16,7 @@ import pandas as pd
 
 from bench.results import store
 from bench.errors import BenchError
-from bench.spec import RELEASED
+from bench.spec import REGIME_FIELDS, RELEASED, TrainConfig, regime_label
 
 CELL_KEYS = ["dataset", "encoder", "method"]  # one table cell (over seeds) per method on a dataset x encoder
 SHARD_KEYS = [*CELL_KEYS, "seed"]
@@ -77,7 +78,44 @@ def normalise(frame: pd.DataFrame) -> pd.DataFrame:
     versions = frame["method_version"] if "method_version" in frame else pd.Series(1, index=frame.index)
     frame["method_version"] = pd.to_numeric(versions, errors="coerce").fillna(1).astype(int)
     frame["method"] = [shown_method(m, v) for m, v in zip(frame["method"], frame.get("variant", [""] * len(frame)))]
-    return frame.reset_index(drop=True)
+    return with_regimes(frame).reset_index(drop=True)
+
+
+def knobs_text(knobs: object) -> str:
+    """A row's `knobs` JSON as `supcon.tau=0.1, lr=2e-05` ('defaults' for none, '' when unknown)."""
+    if not isinstance(knobs, str) or not knobs:
+        return ""
+    try:
+        values = json.loads(knobs)
+    except ValueError:
+        return knobs
+    return ", ".join(f"{k}={v}" for k, v in sorted(values.items())) or "defaults"
+
+
+REGIME_DEFAULTS = {name: getattr(TrainConfig, name) for name in REGIME_FIELDS}
+
+
+def with_regimes(frame: pd.DataFrame) -> pd.DataFrame:
+    """The frame with its data-regime columns filled (rows written before regimes existed: the whole, clean
+    training set) and `dataset` naming the regime, e.g. `sst2[n=100+noise=0.2]` (bench.spec.regime_label), so
+    that every table keeps regimes apart; `base_dataset` keeps the plain name."""
+    frame = frame.copy()
+    for name, default in REGIME_DEFAULTS.items():
+        if name not in frame:
+            frame[name] = default
+        elif isinstance(default, str):
+            frame[name] = frame[name].where(frame[name].notna() & (frame[name] != ""), default)
+        else:
+            frame[name] = pd.to_numeric(frame[name], errors="coerce").fillna(default)
+    base = frame["base_dataset"] if "base_dataset" in frame else \
+        frame["dataset"].astype(str).str.replace(r"\[[^\[\]]*\]$", "", regex=True)  # idempotent
+    frame["base_dataset"] = base
+    if frame.empty:
+        return frame
+    labels = [regime_label(dict(zip(REGIME_FIELDS, values)))
+              for values in zip(*(frame[name].tolist() for name in REGIME_FIELDS))]
+    frame["dataset"] = [f"{d}[{label}]" if label else d for d, label in zip(base, labels)]
+    return frame
 
 
 def shown_method(method: str, variant: object) -> str:
@@ -118,6 +156,8 @@ def apply_filters(frame: pd.DataFrame, filters: list[str] | None) -> pd.DataFram
         if column not in frame.columns:
             raise BenchError(f"--filter {text!r}: no column {column!r}; columns: {', '.join(map(str, frame.columns))}")
         present = as_text(frame[column])
+        if column == "dataset" and "base_dataset" in frame:  # `dataset=sst2` keeps every regime of sst2
+            present = present.where(present.isin(wanted), as_text(frame["base_dataset"]))
         if column == "method":
             wanted = [canonical_method(v, set(present)) for v in wanted]
         keep = present.isin(wanted)
@@ -176,7 +216,8 @@ def mix_warnings(frame: pd.DataFrame) -> list[str]:
     lines.append(_mixed(rows, CELL_KEYS, "method_version", "method versions",
                         "runs of one method (the method changed between them: re-run the older ones)"))
     lines.append(_mixed(rows[rows["evaluator"] == "clean"], SHARD_KEYS, "config_hash", "configs",
-                        "runs of one shard (dataset/encoder/method/seed), averaged as if they were extra seeds"))
+                        "runs of one shard (dataset/encoder/method/seed), averaged as if they were extra seeds (a knob "
+                        "grid? choose one combination per method with --select-by validation)"))
     lines.append(_mixed(rows, ["dataset"], "data_fingerprint", "data fingerprints", "rows of one dataset"))
     evaluated = rows[rows["evaluator"] != "clean"]
     lines += [_mixed(group, [*CELL_KEYS, "evaluator", "split", "metric"], "eval_hash", "evaluator settings",

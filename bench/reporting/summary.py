@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 
 from bench.reporting.collapsed import MARK, split_runs
-from bench.reporting.resultsview import breakdown_rows
+from bench.reporting.resultsview import breakdown_rows, knobs_text, with_regimes
 
 KEYS = ["dataset", "encoder", "method"]
 COLLAPSED = "collapsed"  # shown instead of the numbers of a method whose every run collapsed
@@ -25,17 +25,26 @@ def summary_table(rows: list[dict[str, Any]]) -> pd.DataFrame:
     frame = pd.DataFrame(rows)
     if frame.empty:
         return frame
-    frame = frame[(frame["evaluator"] == "clean") & (frame["split"] == "test") & (frame["label"] == "")]
+    frame = with_regimes(frame[(frame["evaluator"] == "clean") & (frame["split"] == "test") & (frame["label"] == "")])
+    several = "combo" in frame and (frame.groupby(KEYS)["combo"].nunique() > 1).any()
+    if several:  # a knob grid: one line per combination, named by the knobs it changed
+        frame = frame.assign(knobs=[knobs_text(k) for k in frame["knobs"]])
+    keys = [*KEYS, "knobs"] if several else KEYS
+    return summary_lines(frame, keys)
+
+
+def summary_lines(frame: pd.DataFrame, by: list[str]) -> pd.DataFrame:
+    """`summary_table`'s lines: one per group of `by` (clean test rows of finished runs), sorted."""
     split = split_runs(frame)
-    wall = frame.groupby([*KEYS, "seed"])["wall_seconds"].first().groupby(KEYS).mean()  # time spent: every run
-    lost = frame[frame["run_key"].isin(split.keys)].groupby(KEYS)["seed"].nunique() if split.keys else {}
+    wall = frame.groupby([*by, "seed"])["wall_seconds"].first().groupby(by).mean()  # time spent: every run
+    lost = frame[frame["run_key"].isin(split.keys)].groupby(by)["seed"].nunique() if split.keys else {}
     kept = split.kept
     groups = {} if kept.empty else dict(list(
-        kept.pivot_table(index=[*KEYS, "seed"], columns="metric", values="value").reset_index().groupby(KEYS)))
+        kept.pivot_table(index=[*by, "seed"], columns="metric", values="value").reset_index().groupby(by)))
     out = []
-    for keys in wall.index:  # every dataset x encoder x method, sorted
+    for keys in wall.index:  # every group, sorted
         group = groups.get(keys)
-        row = {**dict(zip(KEYS, keys)), "seeds": 0 if group is None else len(group),
+        row = {**dict(zip(by, keys)), "seeds": 0 if group is None else len(group),
                "accuracy": COLLAPSED if group is None else mean_std(group["accuracy"]),
                "macro_f1": COLLAPSED if group is None else mean_std(group["macro_f1"]),
                "wall_s": f"{wall[keys]:.0f}"}

@@ -19,12 +19,13 @@ import bench.evaluators  # noqa: F401  (registers the evaluators)
 from bench.results import store
 from bench.data.cards import Card
 from bench.data.loading import FOLDER, TextData, load_dataset, source_data_dir
+from bench.data.regimes import apply_regime
 from bench.errors import BenchError, SkipEvaluator
 from bench.evaluators.base import (Classifier, EvalContext, EvalOptions, Evaluator, as_evaluation, hash_settings,
                                    settings_text)
 from bench.evaluators.model import MODEL_FILE, ModelClassifier, load_model, require_model
 from bench.running.provenance import provenance
-from bench.registry import DATASETS, EVALUATORS
+from bench.registry import DATASETS, EVALUATORS, METHODS
 from bench.spec import RunSpec
 
 log = logging.getLogger(__name__)
@@ -179,8 +180,7 @@ def run_one(spec: RunSpec, data: TextData, classifier: Classifier, run_dir: Path
     if status == "skipped":
         records = [{"split": "", "metric": "skipped", "value": math.nan, "n": 0, "label": "", "note": reason}]
     settings = evaluator.settings(options)  # may fingerprint files (attack data, vectors): once per evaluation
-    meta = {"config_hash": spec.config_hash, "method_version": spec.method_version, "variant": spec.variant,
-            "data_fingerprint": spec.data_fingerprint, "eval_hash": hash_settings(settings),
+    meta = {**spec_columns(spec), "eval_hash": hash_settings(settings),
             "eval_settings": settings_text(settings),
             "eval_seconds": round(seconds, 2), **provenance(device),
             "finished_at": datetime.now(timezone.utc).isoformat()}
@@ -199,6 +199,19 @@ def record_failure(spec: RunSpec, evaluator: Evaluator, path: Path, reason: str,
                                                        "traceback": trace,
                                                        "at": datetime.now(timezone.utc).isoformat()})
     return EvalOutcome(spec.key, evaluator.name, "failed", reason, time.perf_counter() - started)
+
+
+def spec_columns(spec: RunSpec) -> dict[str, Any]:
+    """The columns every row of a run carries from its spec, besides its identity (`row_for`): the config hash,
+    method version and variant, the data fingerprint, the knob combination (`combo`, equal across seeds) and the
+    knobs it changed (`knobs`, JSON), and the data regime's settings (train_size, ..., noise_kind)."""
+    import json
+
+    changed = spec.changed_settings(METHODS.get(spec.method).config_fields() if spec.method in METHODS else {})
+    return {"config_hash": spec.config_hash, "method_version": spec.method_version, "variant": spec.variant,
+            "data_fingerprint": spec.data_fingerprint, "combo": spec.combo,
+            "knobs": json.dumps(changed, sort_keys=True, separators=(",", ":"), default=list),
+            **spec.train.regime()}
 
 
 def row_for(spec: RunSpec, evaluator: str, record: dict[str, Any], meta: dict[str, Any]) -> dict[str, Any]:
@@ -229,7 +242,7 @@ def data_for_run(run_dir: Path, spec: RunSpec, data_dir: str | None) -> TextData
     else:
         data = load_dataset(name, last, spec.train.data_seed, spec.train.val_fraction)
     data.require_fingerprint(spec.data_fingerprint, f"run {spec.key}", "point --data-dir at the original files")
-    return data
+    return apply_regime(data, spec.train.regime(), spec.train.data_seed)
 
 
 def load_run_classifier(run_dir: Path, spec: RunSpec, data: TextData, device: torch.device) -> ModelClassifier:

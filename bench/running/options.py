@@ -25,6 +25,10 @@ class RunOptions:
     results_dir: Path
     overrides: dict[str, Any] = field(default_factory=dict)  # training settings (TrainConfig fields)
     knobs: dict[str, dict[str, Any]] = field(default_factory=dict)  # method -> changed knobs
+    grid: tuple[tuple[str, tuple[Any, ...]], ...] = ()  # knob grid axes (bench.running.grid): setting or method.knob
+    sample: int = 0  # draw this many of each method's grid combinations (0: all)
+    grid_seed: int = 0  # the seed of that draw
+    regimes: tuple[dict[str, Any], ...] = ({},)  # data regimes (bench.running.grid.regimes): each one is run
     data_dir: str | None = None
     jobs: int = 1
     device: str = "auto"
@@ -43,6 +47,8 @@ class RunOptions:
             object.__setattr__(self, name, tuple(getattr(self, name)))
         object.__setattr__(self, "overrides", dict(self.overrides))  # copies: the caller's dicts stay its own
         object.__setattr__(self, "knobs", {method: dict(k) for method, k in self.knobs.items()})
+        object.__setattr__(self, "grid", tuple((key, tuple(values)) for key, values in self.grid))
+        object.__setattr__(self, "regimes", tuple(dict(r) for r in self.regimes) or ({},))
         object.__setattr__(self, "results_dir", Path(self.results_dir))
         if self.executor not in ("local", "slurm"):
             raise ValueError(f"executor {self.executor!r}: local or slurm")

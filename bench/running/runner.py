@@ -10,7 +10,7 @@ import os
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 import bench.methods  # noqa: F401  (registers the methods)
 from bench.results import store
@@ -18,6 +18,7 @@ from bench.data.loading import DataRef, TextData, data_ref, load_dataset
 from bench.encoders.models import canonical_encoder, check_encoder
 from bench.errors import BenchError
 from bench.registry import DATASETS, METHODS
+from bench.running.grid import Axes, combinations
 from bench.running.options import RunOptions
 from bench.running.shard import CHECKPOINT, ShardOutcome, ShardRequest, run_shard
 from bench.spec import RunSpec, TrainConfig, method_config
@@ -54,37 +55,59 @@ def run_spec(method: str, data: TextData, encoder: str, seed: int, cfg: TrainCon
 def plan(method_names: list[str], dataset_names: list[str], encoder_names: list[str], seeds: list[int],
          overrides: dict[str, Any], data_dir: str | None,
          method_knobs: dict[str, dict[str, Any]] | None = None, results_dir: Path = Path("results"),
-         request: ShardRequest = ShardRequest()) -> list[Shard]:
-    """Check every name, load every dataset once, and list the shards in a stable order.
+         request: ShardRequest = ShardRequest(), grid: Axes = (), sample: int = 0, grid_seed: int = 0,
+         regimes: Sequence[dict[str, Any]] = ({},)) -> list[Shard]:
+    """Check every name, load every dataset once (and each of its data regimes), and list the shards in a stable
+    order: dataset, regime, method, knob combination, encoder, seed.
 
-    `overrides` are training settings; `method_knobs` maps a method to its changed knobs; the evaluators
-    in `request` check their options against each dataset before anything runs.
+    `overrides` are training settings; `method_knobs` maps a method to its changed knobs; `grid` (with `sample`
+    and `grid_seed`) adds each method's knob combinations (bench.running.grid), `regimes` the data regimes (few or
+    noisy labels: bench.data.regimes); the evaluators in `request` check their options against each dataset
+    before anything runs.
     """
     from bench.data.loading import FOLDER
+    from bench.data.regimes import apply_regime
     from bench.running.evaluation import build_evaluators
 
     if not (method_names and dataset_names and encoder_names and seeds):
         raise BenchError("nothing to run: give at least one method, dataset, encoder and seed")
     method_names = [METHODS.canonical(m) for m in method_names]
     method_knobs = method_knobs or {}
-    configs = {m: method_config(m, method_knobs.get(m, {})) for m in method_names}
+    combos = {m: combinations(grid, m, sample, grid_seed) for m in method_names}
+    configs = {m: [method_config(m, {**method_knobs.get(m, {}), **knobs}) for _, knobs in combos[m]]
+               for m in method_names}
     encoder_names = [canonical_encoder(e) for e in encoder_names]
     for encoder in encoder_names:
         check_encoder(encoder)
+    evaluators = build_evaluators(list(request.evaluators))
+    loaded: dict[tuple[Any, ...], tuple[TextData, str]] = {}
+
+    def data_for(dataset: str, cfg: TrainConfig) -> tuple[TextData, DataRef]:
+        carve = (dataset, cfg.data_seed, cfg.val_fraction)
+        if carve not in loaded:
+            data = load_dataset(dataset, data_dir, cfg.data_seed, cfg.val_fraction)
+            found = data.source[len(FOLDER):] if data.source.startswith(FOLDER) else dataset  # e.g. DIR/NAME
+            loaded[carve] = (data, found)
+            for evaluator in evaluators:
+                evaluator.check(request.options, data, results_dir)
+        data, found = loaded[carve]
+        key = (*carve, tuple(sorted(cfg.regime().items())))
+        if key not in loaded:
+            loaded[key] = (apply_regime(data, cfg.regime(), cfg.data_seed), found)
+        return loaded[key][0], data_ref(found, data_dir, cfg.data_seed, cfg.val_fraction, cfg.regime())
+
     shards = []
     for dataset in dataset_names:
-        cfg = train_config(dataset, overrides)
-        data = load_dataset(dataset, data_dir, cfg.data_seed, cfg.val_fraction)
-        found = data.source[len(FOLDER):] if data.source.startswith(FOLDER) else dataset  # e.g. DIR/NAME
-        source = data_ref(found, data_dir, cfg.data_seed, cfg.val_fraction)
-        for evaluator in build_evaluators(list(request.evaluators)):
-            evaluator.check(request.options, data, results_dir)
-        for method in method_names:
-            method_class = METHODS.get(method)
-            method_class.validate(method_class.Config(**dict(configs[method])), data.label_names, results_dir)
-            for encoder in encoder_names:
-                for seed in seeds:
-                    shards.append(Shard(run_spec(method, data, encoder, seed, cfg, configs[method]), data, source))
+        for regime in regimes:
+            for method in method_names:
+                method_class = METHODS.get(method)
+                for (train, _), config in zip(combos[method], configs[method]):
+                    cfg = train_config(dataset, {**overrides, **regime, **train})
+                    data, source = data_for(dataset, cfg)
+                    method_class.validate(method_class.Config(**dict(config)), data.label_names, results_dir)
+                    for encoder in encoder_names:
+                        for seed in seeds:
+                            shards.append(Shard(run_spec(method, data, encoder, seed, cfg, config), data, source))
     keys = [s.spec.key for s in shards]
     if len(set(keys)) != len(keys):
         raise BenchError("two requested shards have the same key (a name given twice?)")
@@ -226,7 +249,7 @@ def plan_sweep(options: RunOptions) -> list[Shard]:
     """`plan` for a checked `clbench run` (its request built)."""
     return plan(list(options.methods), list(options.datasets), list(options.encoders), list(options.seeds),
                 options.overrides, options.data_dir, options.knobs, options.results_dir,
-                options.request or ShardRequest())
+                options.request or ShardRequest(), options.grid, options.sample, options.grid_seed, options.regimes)
 
 
 def execute_sweep(shards: list[Shard], options: RunOptions,

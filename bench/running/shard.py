@@ -23,7 +23,7 @@ from bench.data.loading import TextData
 from bench.encoders.models import build_encoder
 from bench.errors import BenchError
 from bench.running.evaluation import (EvalOutcome, build_evaluators, evaluate_run, is_done,
-                              load_run_classifier)
+                                     load_run_classifier, spec_columns)
 from bench.evaluators.base import EvalOptions
 from bench.evaluators.model import MODEL_FILE, ModelClassifier, save_model
 from bench.evaluators.metrics import classification_records, collapse_note, softmax
@@ -245,8 +245,8 @@ def train_and_evaluate(spec: RunSpec, data: TextData, run_dir: Path, device_name
 
     base = {"run_key": spec.key, "method": spec.method, "dataset": spec.dataset, "encoder": spec.encoder,
             "seed": spec.seed, "evaluator": "clean"}
-    meta = {"config_hash": spec.config_hash, "method_version": spec.method_version, "variant": spec.variant,
-            "data_fingerprint": spec.data_fingerprint, "best_epoch": fit.best_epoch, "epochs_run": len(fit.history),
+    meta = {**spec_columns(spec), "train_examples": len(data.train), "flipped": int(data.regime.get("flipped", 0)),
+            "best_epoch": fit.best_epoch, "epochs_run": len(fit.history),
             "wall_seconds": round(wall, 2),
             "train_seconds": round(sum(h["seconds"] for h in fit.history), 2),  # all epochs, across resumes
             **{k: round(v, 2) for k, v in phases.items()},  # this process's fixed costs (build, tokenise, test)

@@ -41,6 +41,7 @@ class ShardStatus:
     reason: str = ""
     job: str = ""
     collapsed: bool = False
+    setting: str = ""  # the data regime and knobs that tell this shard from its siblings (`setting_of`)
 
 
 def submissions(results_dir: Path) -> dict[str, dict[str, Any]]:
@@ -185,9 +186,32 @@ def states_of(results_dir: Path, keys: list[str], query: StateQuery | None = Non
                   if k in submitted and not store.is_finished(results_dir / k)})
     states = (query or query_states)(ask) if ask else {}
     folders = run_folders(results_dir) if folders is None or ask else folders
-    return [decide(k, folders.get(k), submitted.get(k),
-                   None if states is None or k not in submitted else states.get(submitted[k]["job_id"], "UNKNOWN"))
-            for k in keys]
+    statuses = [decide(k, folders.get(k), submitted.get(k),
+                       None if states is None or k not in submitted else
+                       states.get(submitted[k]["job_id"], "UNKNOWN")) for k in keys]
+    for status in statuses:
+        status.setting = setting_of(folders.get(status.key))
+    return statuses
+
+
+def setting_of(run_dir: Path | None) -> str:
+    """A shard's data regime and the knobs it changed from the defaults, from its spec.json (`n=100 ·
+    supcon.tau=0.1`; '' without a spec, or for the whole data at the defaults)."""
+    import json
+
+    from bench.catalog import registry
+    from bench.spec import RunSpec, regime_label
+
+    path = run_dir / store.SPEC if run_dir is not None else None
+    if path is None or not path.is_file():
+        return ""
+    try:
+        spec = RunSpec.from_json(store.read_json(path))
+        defaults = registry("method").get(spec.method).config_fields() if spec.method in registry("method") else {}
+    except (ValueError, KeyError, TypeError, BenchError, json.JSONDecodeError):
+        return ""
+    knobs = ", ".join(f"{k}={v}" for k, v in sorted(spec.changed_settings(defaults).items()))
+    return " · ".join(part for part in (regime_label(spec.train.regime()), knobs) if part)
 
 
 def active_keys(results_dir: Path, keys: list[str], query: StateQuery | None = None) -> set[str] | None:
@@ -212,11 +236,14 @@ def active_keys(results_dir: Path, keys: list[str], query: StateQuery | None = N
 
 
 def format_table(statuses: list[ShardStatus]) -> str:
-    """A fixed-width table: shard, state, job, reason (one line each)."""
-    header = ("shard", "state", "job", "reason")
-    rows = [(s.key, s.state, s.job or "-", s.reason) for s in statuses]
-    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(3)]
-    return "\n".join(f"{r[0]:{widths[0]}}  {r[1]:{widths[1]}}  {r[2]:{widths[2]}}  {r[3]}".rstrip()
+    """A fixed-width table: shard, state, job, reason (one line each); a `setting` column (data regime and knobs
+    changed) before the reason when some shard has one."""
+    with_setting = any(s.setting for s in statuses)
+    header = ("shard", "state", "job", *(("setting",) if with_setting else ()), "reason")
+    rows = [(s.key, s.state, s.job or "-", *((s.setting or "-",) if with_setting else ()), s.reason)
+            for s in statuses]
+    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header) - 1)]
+    return "\n".join(("  ".join(f"{cell:{width}}" for cell, width in zip(r, widths)) + f"  {r[-1]}").rstrip()
                      for r in [header, *rows])
 
 
