@@ -356,13 +356,22 @@ def test_write_demo_reports_says_where_the_reports_are(cli, tiny, results, tmp_p
 
 def test_next_steps_name_the_results_folder_unless_it_is_the_default(monkeypatch, tmp_path):
     keys = ["ce_d_e_s1_x", "clld-adaptive_d_e_s1_y"]
-    elsewhere = next_steps(SimpleNamespace(results_dir=tmp_path / "r"), keys)
+    elsewhere = next_steps(SimpleNamespace(results_dir=tmp_path / "r", grid=(), regimes=({},)), keys)
     assert all(f" --results-dir {tmp_path / 'r'}" in step for step in elsewhere)
     assert any(step.startswith("clbench plot ldm clld-adaptive_d_e_s1_y ") for step in elsewhere)
     assert any(step.startswith("clbench plot confusion ce_d_e_s1_x ") for step in elsewhere)
     monkeypatch.chdir(tmp_path)
     for default in (Path("results").resolve(), Path("results")):
-        steps = next_steps(SimpleNamespace(results_dir=default), keys[:1])
+        steps = next_steps(SimpleNamespace(results_dir=default, grid=(), regimes=({},)), keys[:1])
         assert not any("--results-dir" in step for step in steps)
         assert not any("plot ldm" in step for step in steps)
         assert steps[0].startswith("clbench results ")
+        assert not any("select-by" in step or "plot curve" in step for step in steps)
+
+
+def test_after_a_grid_and_regimes_the_next_steps_select_on_validation():
+    grid = SimpleNamespace(results_dir=Path("elsewhere"), grid=(("lr", (1e-5, 2e-5)),), regimes=({}, {"shots": 8}))
+    steps = next_steps(grid, ["ce_d_e_s1_x"])
+    assert any("--table compare --select-by validation" in step for step in steps)
+    assert any(step.startswith("clbench plot curve --results-dir elsewhere --select-by validation")
+               for step in steps)

@@ -64,9 +64,12 @@ def next_steps(opts: RunOptions, keys: list[str]) -> list[str]:
     """The commands worth running next on these results, each with what it gives."""
     default = Path(opts.results_dir).resolve() == Path(DEFAULT_RESULTS).resolve()  # ./results
     folder = "" if default else f" --results-dir {opts.results_dir}"
+    select = " --select-by validation" if opts.grid else ""  # a grid: one combination per method, chosen
     steps = [f"clbench results{folder}                      every result row (filter, export CSV/Parquet)",
-             f"clbench report{folder} --table compare       paired comparison with CIs and q-values",
+             f"clbench report{folder} --table compare{select}       paired comparison with CIs and q-values",
              f"clbench report{folder} --html                one self-contained page to share"]
+    if len(opts.regimes) > 1:
+        steps.append(f"clbench plot curve{folder}{select}   test accuracy against the data regime")
     clld = next((k for k in keys if k.startswith("clld")), None)
     if clld:
         steps.append(f"clbench plot ldm {clld}{folder}   the learnt label distances")
