@@ -34,18 +34,7 @@ def regime_settings(regime: Mapping[str, Any]) -> dict[str, Any]:
                     "noise_kind": str(values["noise_kind"])}
     except (TypeError, ValueError) as exc:
         raise BenchError(f"data-regime settings must be numbers ({exc}); e.g. --train-size 100 --label-noise 0.2")
-    checks = [
-        (settings["train_size"] >= 0, "--train-size must be >= 0 (0: the whole training split)"),
-        (settings["shots"] >= 0, "--shots must be >= 0 (0: off)"),
-        (not (settings["train_size"] and settings["shots"]),
-         "--train-size and --shots both size the training sample; give one"),
-        (settings["val_size"] >= -1, "--val-size must be >= -1 (0: as many as the training sample, -1: all)"),
-        (0 <= settings["label_noise"] < 1, "--label-noise must be in [0, 1)"),
-        (settings["noise_kind"] in NOISE_KINDS, f"--noise-kind must be one of {', '.join(NOISE_KINDS)}"),
-    ]
-    for ok, message in checks:
-        if not ok:
-            raise BenchError(message)
+    TrainConfig(**settings)  # its checks, with their messages (one source for what a valid regime is)
     return settings
 
 
