@@ -106,6 +106,7 @@ def facet_rows(rows: pd.DataFrame, x: str) -> pd.DataFrame:
     facets = rows[keys].drop_duplicates().sort_values(keys, kind="stable")
     titles = {tuple(v): title(t) for v, t in zip(facets.itertuples(index=False, name=None),
                                                 facets.itertuples(index=False))}
+    rows = rows.sort_values(keys, kind="stable")  # facets drawn in this order: e.g. noise 0 before 0.3
     return rows.assign(facet=[titles[k] for k in rows[keys].itertuples(index=False, name=None)])
 
 
