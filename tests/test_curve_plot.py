@@ -213,3 +213,15 @@ def test_save_writes_png_and_pdf(tmp_path):
     paths = figures.save_plot(built, tmp_path)
     assert [p.name for p in paths] == ["curve-train_size_method-ce.png", "curve-train_size_method-ce.pdf"]
     assert paths[0].read_bytes()[:4] == b"\x89PNG" and paths[1].read_bytes()[:4] == b"%PDF"
+
+
+def test_a_validation_size_set_at_one_point_is_noted_not_a_panel_of_its_own():
+    frame = pd.concat([sweep(), sweep(sizes=(1000,), val_size=500)])
+    built = curveplot.curve_plot(frame)
+    assert [ax.get_title() for ax in built.figure.axes] == ["sst2 · minilm"]
+    assert sorted(set(built.data["x"])) == [20, 100, 1000]
+    assert "validation examples set at n=1000: 500; elsewhere as many as the training sample" in heading(built)
+    assert "validation examples" not in heading(curveplot.curve_plot(sweep()))
+    with pytest.raises(BenchError, match="seed 1 more than once"):  # two validation sizes at one point
+        other = sweep(sizes=(100,), val_size=-1)
+        curveplot.curve_plot(pd.concat([sweep(), other.assign(run_key=other["run_key"] + "_val-all")]))

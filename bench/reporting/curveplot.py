@@ -94,7 +94,7 @@ def facet_rows(rows: pd.DataFrame, x: str) -> pd.DataFrame:
         rows = pd.concat([rows[noisy], *(rows[~noisy].assign(noise_kind=k) for k in kinds)], ignore_index=True)
     else:  # the noise kind of a clean run means nothing
         rows = rows.assign(noise_kind=rows["noise_kind"].where(noisy, REGIME["noise_kind"]))
-    others = [c for c in REGIME if c != x]
+    others = [c for c in REGIME if c not in (x, "val_size")]  # the validation size is a note (`validation_note`)
     shown = [c for c in others if rows[c].nunique() > 1 or (rows[c] != REGIME[c]).any()]
 
     def title(values: Any) -> str:
@@ -108,6 +108,17 @@ def facet_rows(rows: pd.DataFrame, x: str) -> pd.DataFrame:
                                                 facets.itertuples(index=False))}
     rows = rows.sort_values(keys, kind="stable")  # facets drawn in this order: e.g. noise 0 before 0.3
     return rows.assign(facet=[titles[k] for k in rows[keys].itertuples(index=False, name=None)])
+
+
+def validation_note(rows: pd.DataFrame, x: str) -> list[str]:
+    """A line naming the points whose validation size was set (--val-size), which a curve does not split into
+    panels: e.g. a learning curve whose largest training size selects on 500 validation examples."""
+    sized = rows[rows["val_size"] != 0]
+    if sized.empty:
+        return []
+    points = sorted(set(zip(sized[x], sized["val_size"])))
+    listed = ", ".join(f"{setting_text(x, at)}: {'all' if size < 0 else int(size)}" for at, size in points)
+    return [f"validation examples set at {listed}; elsewhere as many as the training sample"]
 
 
 def setting_text(column: str, value: Any) -> str:
@@ -167,7 +178,8 @@ def curve_plot(frame: pd.DataFrame, x: str = "train_size", metric: str = "accura
         raise BenchError(f"only one {x} ({rows[x].iloc[0]:g}) among the selected runs: nothing to draw a curve "
                          f"over; sweep it, e.g. `clbench run ... {SWEEP[x]}`")
     rows = facet_rows(rows, x)
-    check_points(rows, x)
+    check_points(rows, x)  # two validation sizes at one point would repeat a seed: refused there
+    notes += validation_note(rows, x)
     percent = bool(rows["value"].astype(float).between(0, 1).all())
     data = curve_frame(rows, 100.0 if percent else 1.0)
     marked = split.cells(["facet", "method", "x"], rows)
