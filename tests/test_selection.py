@@ -337,3 +337,14 @@ def test_selection_cells_name_the_group_with_several_datasets_and_carry_the_note
 @pytest.mark.parametrize("seconds,text", [(45, "45 s"), (720, "12 min"), (4680, "1.3 h"), (math.nan, "—")])
 def test_compute_is_shown_in_readable_units(seconds, text):
     assert duration_text(seconds) == text
+
+
+def test_the_chosen_knobs_name_every_varying_knob_a_default_one_too():
+    runs = combos("supcon", "sst2", {"a": ({}, [0.5] * 3, [0.5] * 3),
+                                     "b": ({"supcon.tau": 0.1}, [0.6] * 3, [0.5] * 3),
+                                     "c": ({"supcon.lambda_": 0.3}, [0.7] * 3, [0.5] * 3),
+                                     "d": ({"supcon.lambda_": 0.3, "supcon.tau": 0.1}, [0.4] * 3, [0.5] * 3)})
+    assert chosen(select_by_validation(frame_of(*runs)), "supcon")["knobs"] == \
+        "supcon.lambda_=0.3, supcon.tau=default"
+    runs = combos("supcon", "sst2", {"a": ({}, [0.9] * 3, [0.5] * 3), "b": ({"supcon.tau": 0.1}, [0.6] * 3, [0.5] * 3)})
+    assert chosen(select_by_validation(frame_of(*runs)), "supcon")["knobs"] == "defaults"

@@ -204,12 +204,14 @@ def varying_keys(candidates: list[Candidate]) -> list[str]:
 
 
 def knobs_label(knobs: dict[str, Any], varying: list[str], combo: str = "") -> str:
-    """`key=value, ...` for the changed knobs among `varying`; "defaults" when none is changed, "—" when no knob
-    varies (combinations that differ by something else: `combo` names one then, when given)."""
+    """`key=value, ...` for every knob among `varying` (`key=default` for one left at its default); "defaults"
+    when none is changed, "—" when no knob varies (combinations that differ by something else: `combo` names
+    one then, when given)."""
     if not varying:
         return f"combo {combo or '(none)'}" if combo else MISSING
-    parts = [f"{k}={value_text(knobs[k])}" for k in varying if k in knobs]
-    return ", ".join(parts) or "defaults"
+    if not any(k in knobs for k in varying):
+        return "defaults"
+    return ", ".join(f"{k}={value_text(knobs[k]) if k in knobs else 'default'}" for k in varying)
 
 
 def value_text(value: Any) -> str:
