@@ -86,7 +86,9 @@ class TrainConfig:
 
 
 # TrainConfig fields added after run keys were first made, with the default the key leaves out.
-ADDED_DEFAULTS = {name: getattr(TrainConfig, name) for name in REGIME_FIELDS}
+# The data regime's defaults: the whole, clean training set (the one source every part reads them from).
+REGIME_DEFAULTS = {name: getattr(TrainConfig, name) for name in REGIME_FIELDS}
+ADDED_DEFAULTS = dict(REGIME_DEFAULTS)  # so far the fields added since keys were first made are the regime's
 
 
 def regime_label(values: dict[str, Any]) -> str:

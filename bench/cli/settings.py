@@ -83,8 +83,7 @@ def split_settings(assignments: dict[str, Any], methods: Registry | None = None
             method_name, knob = key.split(".", 1)
             method = methods.canonical(method_name)
             fields = methods.get(method).config_fields()
-            if knob not in fields and f"{knob}_" in fields:  # `lambda` names the field `lambda_`
-                knob = f"{knob}_"
+            knob = field_name(knob, fields)
             if knob not in fields:
                 raise BenchError(f"method {method!r} has no setting {knob!r}; its settings: "
                                  f"{', '.join(fields) or '(none)'}")
@@ -169,7 +168,12 @@ def setting_name(key: str, methods: Registry | None = None) -> str:
         return key
     method = methods.canonical(method_name)
     fields = methods.get(method).config_fields()
-    return f"{method}.{knob}_" if knob not in fields and f"{knob}_" in fields else f"{method}.{knob}"
+    return f"{method}.{field_name(knob, fields)}"
+
+
+def field_name(knob: str, fields: dict[str, Any]) -> str:
+    """A knob's Config field: `lambda` names the field `lambda_` (a Python keyword cannot be a field)."""
+    return f"{knob}_" if knob not in fields and f"{knob}_" in fields else knob
 
 
 def typed_setting(key: str, value: Any, methods: Registry | None = None) -> tuple[str, Any]:

@@ -10,12 +10,12 @@ from typing import TYPE_CHECKING, Any, Mapping
 import numpy as np
 
 from bench.errors import BenchError
-from bench.spec import NOISE_KINDS, REGIME_FIELDS, TrainConfig
+from bench.spec import NOISE_KINDS, REGIME_DEFAULTS, REGIME_FIELDS, TrainConfig
 
 if TYPE_CHECKING:  # bench.data.loading imports this module (DataRef.load applies a regime)
     from bench.data.loading import Split, TextData
 
-DEFAULTS: dict[str, Any] = {name: getattr(TrainConfig, name) for name in REGIME_FIELDS}
+DEFAULTS: dict[str, Any] = REGIME_DEFAULTS
 # A distinct stream per step, so e.g. adding noise leaves the training sample as it was.
 TRAIN_STREAM, VALIDATION_STREAM, NOISE_STREAM = 1, 2, 3
 

@@ -26,7 +26,8 @@ from bench.reporting.collapsed import MARK
 from bench.reporting.figures import COLUMN_WIDTH, PAGE_WIDTH, Plot, new_figure, styled
 from bench.reporting.plotdata import select_rows
 from bench.reporting.render import filters_slug
-from bench.reporting.resultsview import REGIME_DEFAULTS as REGIME, with_regimes
+from bench.reporting.resultsview import with_regimes
+from bench.spec import REGIME_DEFAULTS as REGIME
 from bench.reporting.tables import method_key
 
 X_DIMENSIONS = ("train_size", "shots", "label_noise")

@@ -16,7 +16,7 @@ import pandas as pd
 
 from bench.results import store
 from bench.errors import BenchError
-from bench.spec import REGIME_FIELDS, RELEASED, TrainConfig, regime_label
+from bench.spec import REGIME_DEFAULTS, REGIME_FIELDS, RELEASED, regime_label
 
 CELL_KEYS = ["dataset", "encoder", "method"]  # one table cell (over seeds) per method on a dataset x encoder
 SHARD_KEYS = [*CELL_KEYS, "seed"]
@@ -90,9 +90,6 @@ def knobs_text(knobs: object) -> str:
     except ValueError:
         return knobs
     return ", ".join(f"{k}={v}" for k, v in sorted(values.items())) or "defaults"
-
-
-REGIME_DEFAULTS = {name: getattr(TrainConfig, name) for name in REGIME_FIELDS}
 
 
 def with_regimes(frame: pd.DataFrame) -> pd.DataFrame:
