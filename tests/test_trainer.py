@@ -138,3 +138,22 @@ def test_bf16_autocast_step_stays_close_to_fp32(method):
     assert loss16 != loss32  # bf16 really was used
     assert abs(loss16 - loss32) < 0.02 * abs(loss32)
     assert torch.nn.functional.cosine_similarity(grad32, grad16, dim=0) > 0.98
+
+
+def test_schedule_against_transformers():
+    """Our warm-up runs one step ahead of get_linear_schedule_with_warmup, and equals it afterwards
+    (docs/RUNNING.md, 'The learning-rate schedule')."""
+    import torch
+    from transformers import get_linear_schedule_with_warmup
+
+    from bench.training.trainer import linear_schedule
+
+    for warmup, total in ((6, 100), (1, 10), (0, 20), (10, 11)):
+        ours = linear_schedule(warmup, total)
+        optimizer = torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))], lr=1.0)
+        theirs = get_linear_schedule_with_warmup(optimizer, warmup, total).lr_lambdas[0]
+        for step in range(total + 2):
+            expected = theirs(step + 1) if step < warmup else theirs(step)
+            assert abs(ours(step) - expected) < 1e-12, (warmup, total, step)
+        if warmup:
+            assert ours(0) == 1 / warmup and theirs(0) == 0.0

@@ -6,9 +6,9 @@ A run is finished exactly when its `rows.json` exists; that file is written last
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import gzip
 import json
+import logging
 import os
 import shutil
 import tempfile
@@ -18,6 +18,8 @@ from typing import Any, Iterator
 
 from bench.results import lease
 from bench.errors import BenchError
+
+log = logging.getLogger(__name__)
 
 ROWS = "rows.json"
 SPEC = "spec.json"
@@ -190,16 +192,28 @@ def reset_run(run_dir: Path) -> None:
             entry.unlink(missing_ok=True)
 
 
+GATHER_LOCK = ".gather"  # the folder whose lease serialises writers of the gathered table
+GATHER_WAIT_SECONDS = 0.2
+
+
 @contextlib.contextmanager
 def locked(results_dir: Path) -> Iterator[None]:
-    """An exclusive lock on the results folder (serialises writers of the gathered table)."""
+    """An exclusive lock on the results folder (serialises writers of the gathered table): a lease on its
+    `.gather` folder, the O_EXCL file that shard leases use (flock is unreliable on cluster file systems);
+    waits while a live process holds it, takes over the lease of a dead one."""
     results_dir.mkdir(parents=True, exist_ok=True)
-    with open(results_dir / ".lock", "w") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
+    told = False
+    while True:
         try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
+            held = lease.acquire(results_dir / GATHER_LOCK)
+            break
+        except lease.Held as busy:
+            if not told:
+                log.info("waiting for the results table's lock (%s)", busy.info.describe())
+                told = True
+            time.sleep(GATHER_WAIT_SECONDS)
+    with held:
+        yield
 
 
 def finished_rows(results_dir: Path) -> list[dict[str, Any]]:

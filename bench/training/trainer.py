@@ -23,6 +23,7 @@ from bench.data.batching import Encoded, collate, in_input_order, length_grouped
 from bench.errors import BenchError
 from bench.spec import TrainConfig
 from bench.results.store import atomic_torch_save
+from bench.training.tracking import Tracker
 from bench.methods.base import Method, Progress
 
 log = logging.getLogger(__name__)
@@ -108,7 +109,10 @@ def cpu_copy(state: dict[str, Any]) -> dict[str, Any]:
 
 
 def linear_schedule(warmup: int, total: int) -> Callable[[int], float]:
-    """Learning-rate factor: linear warm-up over `warmup` steps, then linear decay to 0 at `total`."""
+    """Learning-rate factor: linear warm-up over `warmup` steps, then linear decay to 0 at `total`. During the
+    warm-up it is one step ahead of transformers' get_linear_schedule_with_warmup (step s gets (s+1)/warmup, so
+    the first step trains at lr/warmup instead of 0 and the peak is held for two steps); afterwards the two agree.
+    Kept, not adopted, so that stored results keep one schedule under one run key (docs/RUNNING.md)."""
 
     def factor(step: int) -> float:
         if step < warmup:
@@ -135,8 +139,9 @@ class Trainer:
 
     def __init__(self, method: Method, cfg: TrainConfig, device: torch.device, pad_id: int, seed: int,
                  min_length: int = 1, checkpoint: Path | None = None, progress: bool = True, desc: str = "",
-                 bucket: int = 0, log_every: int = LOG_EVERY):
+                 bucket: int = 0, log_every: int = LOG_EVERY, tracker: Tracker | None = None):
         self.method = method.to(device)
+        self.tracker = tracker  # --report-to: losses every `log_every` steps and each epoch's record go to it
         self.bucket = bucket  # batch widths rounded up to a multiple of this (0: each batch's longest example)
         self.log_every = log_every
         self.cfg = cfg
@@ -216,6 +221,8 @@ class Trainer:
             record["val_accuracy"] = accuracy
             record["val_confusion"] = confusion.tolist()
             state["history"].append(record)
+            if self.tracker:
+                self.tracker.log({f"epoch/{k}": v for k, v in record.items()}, state["step"])
             if accuracy > state["best_accuracy"]:
                 state.update(best_accuracy=accuracy, best_epoch=epoch + 1, bad_epochs=0,
                              best_state=cpu_copy(self.method.state_dict()))
@@ -266,12 +273,20 @@ class Trainer:
             if number % self.log_every == 0 or number == len(batches):
                 mean_loss = self.check_finite(sums["loss"] / number, epoch, number)
                 bar.set_postfix(loss=f"{mean_loss:.4f}", seq_s=f"{seen / (time.perf_counter() - started):.0f}")
+                if self.tracker:
+                    self.track_step(sums, number, state["step"], scheduler.get_last_lr()[0])
         seconds = time.perf_counter() - started
         record: dict[str, Any] = {"epoch": epoch + 1, "steps": len(batches), "seconds": seconds,
                                   "train_seq_per_s": seen / seconds, "lr": scheduler.get_last_lr()[0]}
         means = (torch.stack(list(sums.values())) / len(batches)).tolist()  # one read for every loss part
         record.update({f"train_{k}": float(v) for k, v in zip(sums, means)})
         return record
+
+    def track_step(self, sums: dict[str, torch.Tensor], number: int, step: int, lr: float) -> None:
+        """Report each loss part's mean over the epoch so far and the learning rate (one device read, made only
+        with a tracker)."""
+        means = (torch.stack(list(sums.values())) / number).tolist()
+        self.tracker.log({"train/lr": lr, **{f"train/{k}": v for k, v in zip(sums, means)}}, step)
 
     def step(self, batch: dict[str, torch.Tensor], optimizer: torch.optim.Optimizer
              ) -> tuple[dict[str, torch.Tensor], torch.Tensor]:
