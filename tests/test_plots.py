@@ -134,6 +134,9 @@ def test_evolution_plot_panels_titles_and_shared_scale(results):
     assert [ax.get_title() for ax in heatmaps] == ["step 100 (ep 1.0)", "step 300 (ep 3.0)"]
     limits = {ax.collections[0].get_clim() for ax in heatmaps}
     assert len(limits) == 1  # one colour scale for all panels
+    assert limits.pop() == pytest.approx((6.0, 8.0))  # off-diagonal entries only: the diagonal (5.0) is masked
+    assert all(ax.collections[0].get_array().mask.reshape(3, 3).diagonal().all() for ax in heatmaps)
+    assert "start: every entry = tau = 5" in " ".join(built.figure._suptitle.get_text().split())
     assert len(plots.ldm_evolution_plot(results / CLLD).data) == 3
 
 
@@ -143,12 +146,33 @@ def test_ldm_plot_draws_the_final_matrix_with_class_names(results):
     ax = built.figure.axes[0]
     assert [t.get_text() for t in ax.get_xticklabels()] == LABELS
     assert [t.get_text() for t in ax.get_yticklabels()] == LABELS
+    assert (ax.get_xlabel(), ax.get_ylabel()) == ("class j", "class i")           # axis labels
+    drawn = ax.collections[0].get_array()                                       # the diagonal is masked
+    assert drawn.mask.reshape(3, 3).tolist() == np.eye(3, dtype=bool).tolist()
+    assert ax.collections[0].get_clim()[0] > 5.0               # the diagonal's 5.0 does not stretch the scale
+    assert [t.get_text() for t in ax.texts] == ["8.0"] * 6                      # no number on the diagonal
+    note = " ".join(built.figure.get_supxlabel().split())     # wrapped to the figure's width
+    assert "every entry = tau = 5 (methods/clld.py fills the matrix with tau)" in note and "masked" in note
+
+
+def test_ldm_start_is_the_runs_tau_else_the_methods_default(results):
+    run = figures.run_info(results / CLLD)
+    assert figures.ldm_start(run) == 5.0                         # spec without method_config: the default
+    spec = store.read_json(results / CLLD / "spec.json")
+    store.write_json(results / CLLD / "spec.json", {**spec, "method_config": {"tau": 2.5}})
+    assert figures.ldm_start(run) == 2.5
+    assert "tau = 2.5" in plots.ldm_plot(results / CLLD).figure.get_supxlabel()
+    with pytest.raises(BenchError, match="has no tau knob"):
+        figures.ldm_start(figures.run_info(results / CE))
 
 
 def test_confusion_panels_and_row_normalisation(results):
     built = plots.confusion_plot(results / CE)
     assert built.data["counts"].tolist() == [[5, 1, 0], [2, 4, 0], [0, 0, 6]]
-    assert built.data["normalised"][1].tolist() == pytest.approx([2 / 6, 4 / 6, 0])
+    assert built.data["normalised"][1].tolist() == pytest.approx([100 * 2 / 6, 100 * 4 / 6, 0])   # in %
+    normalised = built.figure.axes[1]
+    assert normalised.collections[0].get_clim() == (0, 100) and "33" in [t.get_text() for t in normalised.texts]
+    assert built.figure.axes[-1].get_ylabel() == "% of gold class"
     assert plots.row_normalise(np.zeros((2, 2), dtype=int)).tolist() == [[0, 0], [0, 0]]
 
 
@@ -203,7 +227,14 @@ def test_summary_error_bars_are_std_over_seeds(results):
     assert [ax.get_title() for ax in built.figure.axes if ax.axison] == ["other", "toy"]
     bars = [c for c in built.figure.axes[1].containers]  # errorbar containers of the `toy` facet
     segments = bars[0].lines[2][0].get_segments()[0]
-    assert segments[1][1] - segments[0][1] == pytest.approx(2 * ce["std"])
+    assert segments[1][1] - segments[0][1] == pytest.approx(2 * 100 * ce["std"])  # ± 1 std, in %
+    assert bars[0].lines[0].get_ydata()[0] == pytest.approx(100 * ce["mean"])
+    assert built.figure.axes[0].get_ylabel() == "test accuracy (%)"
+    title = " ".join(built.figure._suptitle.get_text().split())   # wrapped to the figure's width
+    assert "error bars: ± 1 sample std, ddof 1; none for one seed" in title
+    # ce on toy: 3 seeds, a filled marker; clld-adaptive: 2 seeds, an open one, and the title says why
+    assert [c.lines[0].get_markerfacecolor() for c in bars] == [bars[0].lines[0].get_color(), "white"]
+    assert "open markers: fewer than 3 seeds (one seed cannot separate methods)" in title
 
 
 def test_summary_filters(results):
@@ -232,8 +263,9 @@ def test_curves_data_has_validation_accuracy_and_loss_parts(results):
     assert plotdata.curve_metrics(built.data) == ["val_accuracy", "train_loss", "train_ce", "train_contrastive"]
     assert "train_seq_per_s" not in set(built.data["metric"])
     assert set(built.data["label"]) == {"ce s1", "clld-adaptive s1"}
-    assert [ax.get_title() for ax in built.figure.axes if ax.axison][:2] == ["validation accuracy",
+    assert [ax.get_title() for ax in built.figure.axes if ax.axison][:2] == ["validation accuracy (%)",
                                                                              "training loss (total)"]
+    assert built.figure.axes[0].lines[0].get_ydata().tolist() == pytest.approx([60, 70, 80])  # in %
     legend = built.figure.legends[0]
     assert [t.get_text() for t in legend.get_texts()] == ["ce s1", "clld-adaptive s1"]
 

@@ -153,6 +153,28 @@ def read_ldm(run: RunInfo) -> np.ndarray:
     return np.asarray(state["ldm"], dtype=float)
 
 
+def ldm_start(run: RunInfo) -> float:
+    """The value every label-distance entry starts at: the clld methods fill the matrix with their `tau` knob
+    (`torch.full(..., tau)` in methods/clld.py); the run's own tau from spec.json, else the method's default."""
+    config = store.read_json(run.path / store.SPEC).get("method_config") or {}
+    if isinstance(config.get("tau"), (int, float)):
+        return float(config["tau"])
+    from bench.catalog import registry  # the knob defaults, read from the method sources without importing them
+
+    base = run.method.split(":")[0]
+    methods = registry("method")
+    if base not in methods or "tau" not in methods.get(base).config_fields():
+        raise BenchError(f"run {run.key}: method {run.method!r} has no tau knob, so no label-distance start value")
+    return float(methods.get(base).config_fields()["tau"])
+
+
+def ldm_start_note(run: RunInfo) -> str:
+    """One line on the LDM's starting value and why its diagonal is masked (for captions and figure notes)."""
+    tau = ldm_start(run)
+    return (f"start: every entry = tau = {tau:g} (methods/clld.py fills the matrix with tau); "
+            f"diagonal (a class with itself, stays tau) masked")
+
+
 def read_ldm_updates(run: RunInfo) -> list[dict[str, Any]]:
     """The run's stored LDM updates (step, epoch, eps, ldm), oldest first."""
     state = read_run_file(run, store.METHOD_STATE, "only clld methods store a label-distance matrix")
@@ -204,13 +226,15 @@ def heatmap_size(n_classes: int, panels: int = 1) -> tuple[float, float]:
 def draw_heatmap(ax: Axes, matrix: np.ndarray, names: Sequence[str], *, fmt: str = ".2g",
                  annot: Any = None, cmap: Any = "viridis", vmin: float | None = None, vmax: float | None = None,
                  cbar: bool = True, cbar_label: str = "", integer: bool = False,
-                 xlabel: str = "", ylabel: str = "", name_chars: int = LABEL_CHARS) -> None:
-    """A square seaborn heatmap with class names on both axes (annotated unless there are many classes)."""
+                 xlabel: str = "", ylabel: str = "", name_chars: int = LABEL_CHARS,
+                 mask: np.ndarray | None = None) -> None:
+    """A square seaborn heatmap with class names on both axes (annotated unless there are many classes); cells
+    where `mask` is True are left blank."""
     n = len(matrix)
     if annot is None:
         annot = n <= ANNOTATE_MAX
     labels = [short(name, name_chars) for name in names]
-    sns.heatmap(matrix, ax=ax, annot=annot, fmt=fmt, cmap=cmap, vmin=vmin, vmax=vmax,
+    sns.heatmap(matrix, ax=ax, annot=annot, fmt=fmt, cmap=cmap, vmin=vmin, vmax=vmax, mask=mask,
                 square=True, cbar=cbar, cbar_kws=colorbar_options(cbar_label, integer) if cbar else None,
                 xticklabels=labels, yticklabels=labels, linewidths=0.4 if n <= ANNOTATE_MAX else 0, linecolor="white",
                 annot_kws={"size": 7})

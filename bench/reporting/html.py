@@ -1,11 +1,14 @@
 """`clbench report --html`: one self-contained HTML page of a results folder, to send to a colleague.
 
-The page holds a header (when, which folder, which filters, mix warnings), the paper-style tables
-(`bench.reporting.tables`: paper-ii, ablation, compare with bootstrap CIs and BH q-values, vs-paper,
-robustness) and the evaluator summaries as HTML tables, the figures of `bench.reporting.htmlfigures` as
-inline PNGs, and each run's provenance. A section that does not apply to the selection (one method, no
-evaluator rows, no clld run, no published numbers) is replaced by a one-line note saying why. Nothing is
-fetched when the page is opened: no scripts, no external style sheets, fonts or images.
+The page holds a header (when, which folder, which filters, mix warnings, cells over fewer than 3 seeds), the
+paper-style tables (`bench.reporting.tables`: paper-ii, ablation, compare with bootstrap CIs and BH q-values,
+vs-paper, robustness), the leaderboard (`bench.reporting.htmlboard`: methods ranked across datasets by mean
+rank and win rate, cost per run, the datasets and links to each method's definition), the evaluator summaries,
+the figures of `bench.reporting.htmlfigures` as inline PNGs, and each run's provenance. A section that does
+not apply to the selection (one method, no evaluator rows, no clld run, no published numbers) is replaced by a
+one-line note saying why. Every table sorts by a click on a header and saves its rows as shown as CSV (one
+inline script, `bench.reporting.htmlscript`). Nothing is fetched when the page is opened: no external scripts,
+style sheets, fonts or images; links are relative; no absolute local path is shown.
 
 Collapsed runs follow `bench.reporting.collapsed`: the header lists them, each with a "collapsed" badge (as in
 the provenance table), and the tables, summaries and figures leave them out unless a --filter names them.
@@ -23,9 +26,12 @@ import pandas as pd
 from bench import __version__
 from bench.errors import BenchError
 from bench.reporting import stats, tables
+from bench.reporting.htmlboard import cost_section, datasets_section, ranking_section
 from bench.reporting.htmlfigures import first_seed_runs, method_figures, summary_figure
 from bench.reporting.collapsed import BRING_BACK, MARK, WHAT, asked_for, flag_runs, split_runs, warning_lines
-from bench.reporting.htmlparts import badge, cells_table, esc, frame_table, note, notes_list, page
+from bench.reporting.htmlparts import badge, cells_table, esc, frame_table, note, notes_list, page, without_paths
+from bench.reporting.leaderboard import accuracy_cells
+from bench.reporting.plotdata import FEW_SEEDS, FEW_SEEDS_WHY
 from bench.reporting.render import filters_slug
 from bench.reporting.resultsview import apply_filters, as_text, canonical_method, load_results, mix_warnings
 from bench.reporting.summary import evaluation_table
@@ -34,8 +40,9 @@ from bench.results import store
 TITLE = "clbench results report"
 PROVENANCE = ("run_key", "method", "dataset", "encoder", "seed", "config_hash", "method_version",
               "data_fingerprint", "clbench_version", "git_commit", "torch_version", "transformers_version",
-              "python_version", "device", "deterministic", "host", "slurm_job", "finished_at", "best_epoch", "epochs_run",
-              "wall_seconds", "collapsed")
+              "python_version", "device", "deterministic", "host", "slurm_job", "finished_at", "best_epoch",
+              "epochs_run", "wall_seconds", "collapsed")
+FEW_NAMED = 12  # cells of fewer than FEW_SEEDS seeds named in the header before "and N more"
 AT_A_GLANCE = (("clbench_version", "clbench"), ("git_commit", "commits"), ("device", "devices"))
 
 
@@ -54,10 +61,12 @@ def html_path(reports_dir: Path | str, filters: list[str] | None = None) -> Path
     return Path(reports_dir) / f"report{'-' + slug if slug else ''}.html"
 
 
-def table_or_note(build: Callable[[], pd.DataFrame], table_id: str, left_out: str) -> str:
-    """The cell frame `build` returns as a table, or a one-line note `left_out: <why>`."""
+def table_or_note(build: Callable[[], pd.DataFrame], table_id: str, left_out: str,
+                  seed_columns: tuple[str, ...] | None = None) -> str:
+    """The cell frame `build` returns as a table (warning badges on cells of `seed_columns`, default all, over
+    fewer than FEW_SEEDS seeds), or a one-line note `left_out: <why>`."""
     try:
-        return cells_table(build(), table_id)
+        return cells_table(build(), table_id, seed_columns)
     except BenchError as exc:
         return note(f"{left_out}: {exc}")
 
@@ -71,15 +80,26 @@ def accuracy_section(frame: pd.DataFrame, filters: list[str], include: bool = Fa
                          "No accuracy table") + summary_figure(kept, filters)
 
 
+def ran_only(cells: pd.DataFrame) -> pd.DataFrame:
+    """A cell frame without its rows that have no cell with a number (methods never run), saying so in a note."""
+    ran = set(cells.loc[cells["n"] > 0, "row"])
+    kept = cells[cells["row"].isin(ran)].reset_index(drop=True)
+    kept.attrs = {**cells.attrs}
+    absent = list(dict.fromkeys(r for r in cells["row"] if r not in ran))
+    if absent:
+        kept.attrs["notes"] = [*cells.attrs.get("notes", []), f"not run, left out: {', '.join(absent)}"]
+    return kept
+
+
 def ablation_section(frame: pd.DataFrame, include: bool = False) -> str:
-    """The ablation table when at least two of its methods ran (collapsed runs aside unless `include`), else a
-    note."""
+    """The ablation table, rows only for the methods that ran, when at least two of its methods ran (collapsed
+    runs aside unless `include`), else a note."""
     ran = set(tables.clean_accuracy(split_runs(frame, include=include).kept)["method"])
     present = [m for m in tables.ABLATION_METHODS if m in ran]
     if len(present) < 2:
         return note(f"No ablation table: it needs runs of at least two of {', '.join(tables.ABLATION_METHODS)} "
                     f"(the selection has {', '.join(present) or 'none of them'}).")
-    return table_or_note(lambda: tables.ablation(frame, include_collapsed=include), "table-ablation",
+    return table_or_note(lambda: ran_only(tables.ablation(frame, include_collapsed=include)), "table-ablation",
                          "No ablation table")
 
 
@@ -91,13 +111,13 @@ def compare_section(frame: pd.DataFrame, source: Path, baseline: str, resamples:
         return tables.compare(frame, stats.load_run_predictions(source, keys), name, resamples,
                               include_collapsed=include)
 
-    return table_or_note(build, "table-compare", f"No comparison with {baseline}")
+    return table_or_note(build, "table-compare", f"No comparison with {baseline}", ("seeds",))
 
 
 def vs_paper_section(frame: pd.DataFrame, include: bool = False) -> str:
     """Our accuracy beside the dataset cards' published numbers (where the cards have any)."""
     return table_or_note(lambda: tables.vs_paper(frame, include_collapsed=include), "table-vs-paper",
-                         "No published numbers")
+                         "No published numbers", ("ours acc",))
 
 
 def robustness_section(frame: pd.DataFrame, include: bool = False) -> str:
@@ -168,15 +188,31 @@ def collapsed_html(keys: list[str], included: bool) -> str:
             f"{esc(WHAT)}; {esc(fate)}:<ul>{items}</ul></div>\n")
 
 
+def few_seeds_html(frame: pd.DataFrame, include: bool) -> str:
+    """The header's warning when some method x dataset accuracy cells rest on fewer than FEW_SEEDS seeds ('' when
+    none do)."""
+    cells, _ = accuracy_cells(frame, include)
+    few = cells[cells["seeds"] < FEW_SEEDS]
+    if few.empty:
+        return ""
+    several = cells["encoder"].nunique() > 1
+    names = [f"{m}{f' {e}' if several else ''} on {d} ({n})"
+             for d, e, m, n in zip(few["dataset"], few["encoder"], few["method"], few["seeds"])]
+    named = ", ".join(names[:FEW_NAMED]) + (f" and {len(names) - FEW_NAMED} more" if len(names) > FEW_NAMED else "")
+    return (f'<div class="warnings" id="few-seeds" role="alert"><strong>Fewer than {FEW_SEEDS} seeds: '
+            f"{len(few)} of {len(cells)} method × dataset cells</strong> — {esc(FEW_SEEDS_WHY)}; these cells carry "
+            f"a &lt; {FEW_SEEDS} seeds badge below: {esc(named)}.</div>\n")
+
+
 def header_html(source: Path, filters: list[str], baseline: str, frame: pd.DataFrame, warnings: list[str],
                 generated: datetime, collapsed: str = "") -> str:
-    """When and from what the page was built, the collapsed runs (`collapsed_html`) and the mix warnings
-    (prominent) or a line saying there are none."""
+    """When and from what the page was built (the results folder by its name: no absolute path), the collapsed
+    runs (`collapsed_html`) and the mix warnings (prominent) or a line saying there are none."""
     distinct = {c: len(set(as_text(frame[c])) - {""}) for c in ("run_key", "method", "dataset", "encoder")}
     counts = " · ".join(f"{distinct[c]} {name}" for c, name in (("run_key", "runs"), ("method", "methods"),
                                                                 ("dataset", "datasets"), ("encoder", "encoders")))
     meta = [("Generated", generated.strftime("%Y-%m-%d %H:%M:%S %Z").strip()),
-            ("Results folder", str(source.resolve())),
+            ("Results folder", source.resolve().name),
             ("Filters", ", ".join(filters) if filters else "none (every finished run)"),
             ("Baseline", baseline), ("Selection", counts), ("clbench", __version__)]
     items = "".join(f"<dt>{esc(k)}</dt><dd>{esc(v)}</dd>" for k, v in meta)
@@ -191,8 +227,10 @@ def header_html(source: Path, filters: list[str], baseline: str, frame: pd.DataF
 
 
 def build_report(source: Path | str, filters: list[str] | None = None, baseline: str = "ce",
-                 resamples: int = stats.N_RESAMPLES, generated: datetime | None = None) -> Report:
-    """The HTML page for the (filtered) finished runs under `source`; BenchError when there are none."""
+                 resamples: int = stats.N_RESAMPLES, generated: datetime | None = None,
+                 page_dir: Path | str | None = None) -> Report:
+    """The HTML page for the (filtered) finished runs under `source`; BenchError when there are none.
+    `page_dir`: where the page will be written (for the relative links to docs/METHODS.md; None: no links)."""
     source = Path(source)
     filters = list(filters or [])
     frame = apply_filters(flag_runs(load_results(source)), filters)  # flags first: filters keep runs whole
@@ -202,8 +240,12 @@ def build_report(source: Path | str, filters: list[str] | None = None, baseline:
     warnings = list(dict.fromkeys(w for name in ("paper-ii", "robustness")
                                   for w in mix_warnings(tables.table_rows(name, kept))))
     generated = generated or datetime.now(timezone.utc).replace(microsecond=0)
+    page_dir = Path(page_dir) if page_dir is not None else None
     sections = [
         ("accuracy", "Test accuracy", accuracy_section(frame, filters, include)),
+        ("ranking", "Ranking across datasets", ranking_section(frame, source, page_dir, include)),
+        ("cost", "Cost", cost_section(frame, source, page_dir, include)),
+        ("datasets", "Datasets and methods", datasets_section(kept, source, page_dir)),
         ("ablation", "Ablation", ablation_section(frame, include)),
         ("compare", f"Comparison with {baseline}", compare_section(frame, source, baseline, resamples, include)),
         ("vs-paper", "Published numbers", vs_paper_section(frame, include)),
@@ -212,9 +254,14 @@ def build_report(source: Path | str, filters: list[str] | None = None, baseline:
         ("provenance", "Provenance", provenance_section(frame)),
     ]
     footer = (f"Generated by clbench {__version__} with clbench report --html from stored results only; "
-              "self-contained: figures are inline PNG images, nothing is loaded from the network.")
-    header = header_html(source, filters, baseline, frame, warnings, generated, collapsed_html(split.keys, include))
-    return Report(page(TITLE, header, sections, footer), warnings, warning_lines(split.keys, include))
+              "self-contained: figures are inline PNG images, sorting and CSV downloads run in the page, "
+              "nothing is loaded from the network.")
+    header = header_html(source, filters, baseline, frame, warnings, generated,
+                         collapsed_html(split.keys, include) + few_seeds_html(frame, include))
+    text = without_paths(page(TITLE, header, sections, footer), {
+        str(source.resolve()): source.resolve().name, str(source.absolute()): source.resolve().name,
+        str(Path.cwd()): ".", str(Path.home()): "~"})
+    return Report(text, warnings, warning_lines(split.keys, include))
 
 
 def write_html_report(source: Path | str, filters: list[str] | None, reports_dir: Path | str,
@@ -223,10 +270,10 @@ def write_html_report(source: Path | str, filters: list[str] | None, reports_dir
     """Build the page and write it atomically to `path` (a folder gets the default name; default
     `html_path(reports_dir, filters)`); returns the path and the warnings: the collapsed runs, then the mix
     warnings."""
-    report = build_report(source, filters, baseline, resamples)
     target = html_path(reports_dir, filters) if not path else Path(path)
     if target.is_dir():
         target = html_path(target, filters)
+    report = build_report(source, filters, baseline, resamples, page_dir=target.parent)
     with store.atomic_path(target) as tmp:
         tmp.write_text(report.text, encoding="utf-8")
     return target, report.collapsed + report.warnings

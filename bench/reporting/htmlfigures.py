@@ -15,7 +15,9 @@ import pandas as pd
 
 from bench.errors import BenchError
 from bench.reporting import plots
+from bench.reporting.figures import ldm_start, run_info
 from bench.reporting.htmlparts import anchor, esc, figure_html, note
+from bench.reporting.plotdata import FEW_SEEDS, FEW_SEEDS_WHY
 from bench.reporting.tables import clean_accuracy, method_key
 from bench.results import store
 
@@ -63,12 +65,27 @@ def attempt(builder: Callable[..., plots.Plot], *args: Any) -> tuple[plots.Plot 
 
 
 def summary_figure(frame: pd.DataFrame, filters: list[str]) -> str:
-    """Test accuracy by method, mean ± std over seeds, one panel per dataset (or a note)."""
+    """Test accuracy (%) by method, mean ± std over seeds, one panel per dataset (or a note)."""
     plot, reason = attempt(plots.summary_plot, frame.to_dict("records"), "accuracy", filters)
     if plot is None:
         return note(f"No accuracy summary figure: {reason}")
-    return ('<div class="figures">' + figure_html(plot, "Test accuracy by method: mean ± std over seeds "
-                                                        "(dots: single seeds), one panel per dataset") + "</div>\n")
+    caption = ("Test accuracy (%) by method, one panel per dataset: mean over seeds with error bars of ± 1 sample "
+               f"standard deviation over seeds (none for a single seed); dots: single seeds; open markers: fewer "
+               f"than {FEW_SEEDS} seeds ({FEW_SEEDS_WHY})")
+    return '<div class="figures">' + figure_html(plot, caption) + "</div>\n"
+
+
+def ldm_caption(run_dir: Path, title: str) -> str:
+    """The caption of a run's label-distance heatmap: what it shows and the value every entry starts at."""
+    try:
+        start = f"τ = {ldm_start(run_info(run_dir)):g}"
+    except (BenchError, OSError, ValueError):
+        start = "τ (the run's tau knob)"
+    return (f"Final label-distance matrix of {title}; rows and columns: classes i and j, colour: the distance "
+            f"d(i, j) after training. Start: every entry is {start}, the tau knob (methods/clld.py fills the matrix "
+            "with tau); clld-static then sets its chosen confusing pairs to τ · boost, clld-adaptive moves each "
+            "entry towards τ (1 + r_ij / max r) from the validation confusion rates r at each update. The diagonal "
+            "(a class with itself) stays τ and is masked.")
 
 
 def curves_figures(source: Path, runs: list[ChosenRun]) -> str:
@@ -91,9 +108,9 @@ def run_figures(source: Path, run: ChosenRun) -> tuple[list[str], list[str]]:
     """A run's figures (confusion; LDM for clld runs; t-SNE when stored) and notes for those it lacks."""
     run_dir = source / run.key
     wanted: list[tuple[str, Callable[..., plots.Plot], str]] = [
-        ("confusion heatmap", plots.confusion_plot, f"Test confusion of {run.title}: counts and row-normalised")]
+        ("confusion heatmap", plots.confusion_plot, f"Test confusion of {run.title}: counts and row-normalised (%)")]
     if run.method.startswith("clld"):
-        wanted.append(("label-distance heatmap", plots.ldm_plot, f"Final label-distance matrix of {run.title}"))
+        wanted.append(("label-distance heatmap", plots.ldm_plot, ldm_caption(run_dir, run.title)))
     if (run_dir / store.TSNE).is_file():
         wanted.append(("t-SNE scatter", plots.embeddings_plot, f"t-SNE of test embeddings of {run.title}"))
     figures, notes = [], []

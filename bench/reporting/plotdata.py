@@ -13,6 +13,20 @@ from bench.reporting.collapsed import Split, asked_for, flag_runs, split_runs
 from bench.reporting.figures import RunInfo, distinct_labels, read_history
 
 SUMMARY_SELECTION = {"evaluator": "clean", "split": "test", "label": ""}
+FEW_SEEDS = 3  # a method x dataset cell over fewer seeds than this is flagged in figures and on the HTML page
+FEW_SEEDS_WHY = "one seed cannot separate methods"
+PERCENT = 100.0  # fractions (accuracy, F1, rates) are drawn in %, as the tables show them
+FRACTION_METRICS = ("precision", "recall", "consistency")  # besides *accuracy, *f1 and *_rate
+
+
+def is_fraction(metric: str) -> bool:
+    """Whether a stored metric is a fraction in [0, 1] (accuracy, F1, precision, recall, a rate), drawn in %."""
+    return metric.endswith(("accuracy", "f1", "_rate")) or metric in FRACTION_METRICS
+
+
+def metric_unit(metric: str) -> str:
+    """` (%)` for a fraction metric (drawn in %), else ''."""
+    return " (%)" if is_fraction(metric) else ""
 
 
 # ----------------------------------------------------------------------------------------------- curves

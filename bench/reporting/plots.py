@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+import textwrap
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -24,11 +25,14 @@ from matplotlib.ticker import MaxNLocator
 
 from bench.errors import BenchError
 from bench.reporting.figures import (ANNOTATE_MAX, COLUMN_WIDTH, PAGE_WIDTH, Plot, RunInfo, class_names,
-                                     distinct_labels, draw_heatmap, heatmap_size, new_figure, read_confusion,
-                                     read_ldm, read_ldm_updates, read_tsne, run_info, short, styled)
+                                     distinct_labels, draw_heatmap, heatmap_size, ldm_start_note, new_figure,
+                                     read_confusion, read_ldm, read_ldm_updates, read_tsne, run_info, short,
+                                     styled)
 from bench.reporting.collapsed import MARK
-from bench.reporting.plotdata import curve_metrics, curve_records, select_rows, summary_frame
+from bench.reporting.plotdata import (FEW_SEEDS, FEW_SEEDS_WHY, PERCENT, curve_metrics, curve_records,
+                                      is_fraction, metric_unit, select_rows, summary_frame)
 
+NOTE_CHARS = 58  # a 7 pt note line across one paper column
 MAX_PANELS = 12  # LDM evolution: at most this many heatmaps
 EVOLUTION_NAMES_MAX = 10  # LDM evolution panels with more classes than this show no class names
 EVOLUTION_NAME_CHARS = 10
@@ -36,16 +40,31 @@ EVOLUTION_NAME_CHARS = 10
 
 # ----------------------------------------------------------------------------------------------- heatmaps
 
+LDM_AXES = {"xlabel": "class j", "ylabel": "class i", "cbar_label": "label distance d(i, j)"}
+
+
+def off_diagonal_limits(matrices: Sequence[np.ndarray]) -> tuple[float, float]:
+    """The smallest and largest off-diagonal entry over label-distance matrices (the colour scale: the masked
+    diagonal does not stretch it)."""
+    values = np.concatenate([m[~np.eye(len(m), dtype=bool)] for m in matrices])
+    return (float(values.min()), float(values.max())) if values.size else (0.0, 1.0)
+
+
 @styled
 def ldm_plot(run_dir: Path) -> Plot:
-    """Heatmap of a clld run's final label-distance matrix (`ldm_<run>`); data: the matrix."""
+    """Heatmap of a clld run's final label-distance matrix (`ldm_<run>`), diagonal masked, with a note of the
+    value every entry starts at; data: the matrix (diagonal included)."""
     run = run_info(run_dir)
     matrix = read_ldm(run)
     names = class_names(run, len(matrix))
-    figure = new_figure(*heatmap_size(len(matrix)))
+    width, height = heatmap_size(len(matrix))
+    figure = new_figure(width, height + 0.35)
     ax = figure.add_subplot()
-    draw_heatmap(ax, matrix, names, fmt=".1f", cmap="rocket_r", cbar_label="label distance")
+    vmin, vmax = off_diagonal_limits([matrix])
+    draw_heatmap(ax, matrix, names, fmt=".1f", cmap="rocket_r", vmin=vmin, vmax=vmax,
+                 mask=np.eye(len(matrix), dtype=bool), **LDM_AXES)
     ax.set_title(f"{run.label} · {run.dataset}")
+    figure.supxlabel(textwrap.fill(ldm_start_note(run), NOTE_CHARS), fontsize=7)  # constrained layout makes room
     return Plot(f"ldm_{run.key}", figure, matrix)
 
 
@@ -73,7 +92,7 @@ def ldm_evolution_plot(run_dir: Path, max_panels: int = MAX_PANELS) -> Plot:
     chosen = [updates[i] for i in evolution_indices(len(updates), max_panels)]
     matrices = [np.asarray(u["ldm"], dtype=float) for u in chosen]
     names = class_names(run, len(matrices[0]))
-    vmin, vmax = min(m.min() for m in matrices), max(m.max() for m in matrices)
+    vmin, vmax = off_diagonal_limits(matrices)
     columns = min(4, len(chosen))
     rows = math.ceil(len(chosen) / columns)
     panel = min((PAGE_WIDTH - 0.8) / columns, max(1.5, 0.9 + 0.3 * len(names)))  # 0.8 in: the colour bar
@@ -82,7 +101,7 @@ def ldm_evolution_plot(run_dir: Path, max_panels: int = MAX_PANELS) -> Plot:
     annotate = len(names) <= ANNOTATE_MAX and panel / len(names) >= 0.3  # room for "7.2"
     for i, (ax, update, matrix) in enumerate(zip(axes, chosen, matrices)):
         draw_heatmap(ax, matrix, names, fmt=".1f", cmap="rocket_r", vmin=vmin, vmax=vmax, annot=annotate,
-                     cbar=False, name_chars=EVOLUTION_NAME_CHARS)
+                     cbar=False, name_chars=EVOLUTION_NAME_CHARS, mask=np.eye(len(matrix), dtype=bool))
         ax.set_title(update_title(update))
         if i % columns or len(names) > EVOLUTION_NAMES_MAX:  # class names on the left column only
             ax.set_yticks([])
@@ -90,8 +109,8 @@ def ldm_evolution_plot(run_dir: Path, max_panels: int = MAX_PANELS) -> Plot:
             ax.set_xticks([])
     for ax in axes[len(chosen):]:
         ax.set_axis_off()
-    figure.colorbar(axes[0].collections[0], ax=axes.tolist(), shrink=0.8, label="label distance")
-    figure.suptitle(f"Label-distance matrix during training: {run.label} · {run.dataset}")
+    figure.colorbar(axes[0].collections[0], ax=axes.tolist(), shrink=0.8, label=LDM_AXES["cbar_label"])
+    figure.suptitle(f"Label-distance matrix during training: {run.label} · {run.dataset}\n{ldm_start_note(run)}")
     return Plot(f"ldm-evolution_{run.key}", figure, chosen)
 
 
@@ -107,23 +126,23 @@ CONFUSION_PANELS = ("counts", "normalised")
 
 @styled
 def confusion_plot(run_dir: Path, panels: Sequence[str] = CONFUSION_PANELS) -> Plot:
-    """Test confusion matrix: counts and/or row-normalised panels (`confusion[-<panel>]_<run>`); data: a dict
-    panel -> matrix drawn."""
+    """Test confusion matrix: counts and/or row-normalised panels in % (`confusion[-<panel>]_<run>`); data: a
+    dict panel -> matrix drawn."""
     unknown = [p for p in panels if p not in CONFUSION_PANELS]
     if unknown or not panels:
         raise BenchError(f"confusion panels {list(panels)}: choose from {', '.join(CONFUSION_PANELS)}")
     run = run_info(run_dir)
     names, counts = read_confusion(run)
-    drawn = {"counts": counts, "normalised": row_normalise(counts)}
+    drawn = {"counts": counts, "normalised": PERCENT * row_normalise(counts)}
     drawn = {p: drawn[p] for p in panels}
     figure = new_figure(*heatmap_size(len(counts), len(drawn)))
     axes = np.atleast_1d(figure.subplots(1, len(drawn)))
     for ax, (panel, matrix) in zip(axes, drawn.items()):
         normalised = panel == "normalised"
-        draw_heatmap(ax, matrix, names, fmt=".2f" if normalised else "d", cmap="Blues",
-                     vmin=0, vmax=1 if normalised else None, integer=not normalised, xlabel="predicted",
+        draw_heatmap(ax, matrix, names, fmt=".0f" if normalised else "d", cmap="Blues",
+                     vmin=0, vmax=PERCENT if normalised else None, integer=not normalised, xlabel="predicted",
                      ylabel="gold",
-                     cbar_label="share of gold class" if normalised else "examples")
+                     cbar_label="% of gold class" if normalised else "examples")
         ax.set_title("row-normalised" if normalised else "counts")
         if ax is not axes[0]:  # the same gold classes as the first panel
             ax.set(yticks=[], ylabel="")
@@ -174,7 +193,7 @@ def confusion_diff_plot(run_a: Path, run_b: Path) -> Plot:
 def metric_title(metric: str) -> str:
     """A panel title for a history column."""
     if metric == "val_accuracy":
-        return "validation accuracy"
+        return "validation accuracy (%)"
     if metric == "train_loss":
         return "training loss (total)"
     return f"loss part: {metric[len('train_'):]}"
@@ -202,8 +221,8 @@ def curves_stem(keys: Sequence[str]) -> str:
 
 @styled
 def curves_plot(run_dirs: Sequence[Path]) -> Plot:
-    """Validation accuracy and each loss part per epoch, one line per run (`curves_<hash>`); data: the long
-    frame drawn."""
+    """Validation accuracy (in %) and each loss part per epoch, one line per run (`curves_<hash>`); data: the
+    long frame (values as stored: accuracy as a fraction)."""
     runs = [run_info(d) for d in run_dirs]
     frame = curve_records(runs)
     metrics = curve_metrics(frame)
@@ -215,7 +234,8 @@ def curves_plot(run_dirs: Sequence[Path]) -> Plot:
     for ax, metric in zip(axes, metrics):
         for label, group in frame[frame["metric"] == metric].groupby("label", sort=False):
             group = group.sort_values("epoch")
-            ax.plot(group["epoch"], group["value"], marker="o", markersize=3, **styles[label])
+            scale = PERCENT if metric == "val_accuracy" else 1.0
+            ax.plot(group["epoch"], scale * group["value"], marker="o", markersize=3, **styles[label])
         ax.set_title(metric_title(metric))
         ax.set_xlabel("epoch")
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
@@ -265,11 +285,14 @@ def summary_stem(metric: str, filters: list[str]) -> str:
 def summary_plot(rows: Sequence[dict[str, Any]], metric: str = "accuracy",
                  filters: list[str] | None = None) -> Plot:
     """Mean ± std over seeds of a test metric per method, one facet per dataset
-    (`summary[-<metric>][_<filters>]`); dots are single seeds; data: the aggregated frame."""
+    (`summary[-<metric>][_<filters>]`): error bars ± one sample std (ddof 1; none for one seed), dots single
+    seeds, open markers cells of fewer than FEW_SEEDS seeds; fractions drawn in %. Data: the aggregated frame
+    (`plotdata.summary_frame`, in the rows' unit)."""
     filters = list(filters or [])
     split = select_rows(rows, metric, filters)
     selected, marked = split.kept, split.cells(["dataset", "encoder", "method"])
     frame = summary_frame(selected)
+    scale = PERCENT if is_fraction(metric) else 1.0
     datasets = list(dict.fromkeys(frame["dataset"]))
     several_encoders = frame["encoder"].nunique() > 1
     methods = list(dict.fromkeys(frame["method"]))
@@ -281,25 +304,36 @@ def summary_plot(rows: Sequence[dict[str, Any]], metric: str = "accuracy",
     axes = np.atleast_1d(figure.subplots(rows_n, columns, squeeze=False)).ravel()
     for ax, dataset in zip(axes, datasets):
         draw_summary_facet(ax, frame[frame["dataset"] == dataset], selected[selected["dataset"] == dataset],
-                           palette, several_encoders, {(e, m) for d, e, m in marked if d == dataset})
+                           palette, several_encoders, {(e, m) for d, e, m in marked if d == dataset}, scale)
         ax.set_title(dataset)
     for ax in axes[len(datasets):]:
         ax.set_axis_off()
-    axes[0].set_ylabel(f"test {metric}" if selected["split"].eq("test").all() else metric)
-    figure.suptitle("\n".join(["mean ± std over seeds (dots: single seeds)", *split.notes()]), fontsize=7)
+    name = f"test {metric}" if selected["split"].eq("test").all() else metric
+    axes[0].set_ylabel(name + metric_unit(metric))
+    lines = [SUMMARY_BARS]
+    if (frame["seeds"] < FEW_SEEDS).any():
+        lines.append(f"open markers: fewer than {FEW_SEEDS} seeds ({FEW_SEEDS_WHY})")
+    lines = [textwrap.fill(line, NOTE_CHARS * (1 if columns == 1 else 2)) for line in lines]  # fit the width
+    figure.suptitle("\n".join([*lines, *split.notes()]), fontsize=7)
     return Plot(summary_stem(metric, filters), figure, frame)
 
 
+SUMMARY_BARS = "mean ± std over seeds (error bars: ± 1 sample std, ddof 1; none for one seed; dots: single seeds)"
+
+
 def draw_summary_facet(ax: Axes, frame: pd.DataFrame, selected: pd.DataFrame, palette: dict[str, Any],
-                       several_encoders: bool, marked: set[tuple[str, str]] = frozenset()) -> None:
-    """One dataset: a point with a std error bar per method (and encoder), seeds as small dots; the labels of
-    marked (encoder, method) pairs, whose mean includes a collapsed run, end in † (collapsed.MARK)."""
+                       several_encoders: bool, marked: set[tuple[str, str]] = frozenset(), scale: float = 1.0) -> None:
+    """One dataset: a point with a std error bar per method (and encoder), seeds as small dots, values times
+    `scale`; a cell of fewer than FEW_SEEDS seeds has an open marker; the labels of marked (encoder, method)
+    pairs, whose mean includes a collapsed run, end in † (collapsed.MARK)."""
     for x, entry in enumerate(frame.itertuples(index=False)):
         values = selected[(selected["method"] == entry.method) & (selected["encoder"] == entry.encoder)]["value"]
         offsets = np.linspace(-0.06, 0.06, len(values)) if len(values) > 1 else np.zeros(1)
-        ax.scatter(x + offsets + 0.22, values, s=5, color="0.55", linewidths=0, zorder=2)
-        ax.errorbar(x, entry.mean, yerr=0 if math.isnan(entry.std) else entry.std, fmt="o", markersize=4,
-                    capsize=2.5, elinewidth=1, color=palette[entry.method], zorder=3)
+        ax.scatter(x + offsets + 0.22, scale * values, s=5, color="0.55", linewidths=0, zorder=2)
+        colour = palette[entry.method]
+        ax.errorbar(x, scale * entry.mean, yerr=0 if math.isnan(entry.std) else scale * entry.std, fmt="o",
+                    markersize=4, capsize=2.5, elinewidth=1, color=colour, zorder=3,
+                    markerfacecolor="white" if entry.seeds < FEW_SEEDS else colour)
     labels = [(f"{m}\n{e}" if several_encoders else m) + (MARK if (e, m) in marked else "")
               for m, e in zip(frame["method"], frame["encoder"])]
     ax.set_xticks(range(len(labels)), labels, rotation=45, ha="right", rotation_mode="anchor")

@@ -1,0 +1,103 @@
+"""The leaderboard sections of the HTML report (`bench.reporting.html`): the ranking of methods across datasets
+with their cost (`bench.reporting.leaderboard`), the cost of each dataset x method, and the datasets and
+methods the page covers (`bench.reporting.datasetinfo`). Each is a table, or a one-line note saying why not.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+from pathlib import Path
+
+import pandas as pd
+
+from bench.reporting import leaderboard
+from bench.reporting.datasetinfo import dataset_details, method_href
+from bench.reporting.htmlparts import esc, few_seeds_badge, frame_table, note, notes_list
+from bench.reporting.plotdata import FEW_SEEDS, FEW_SEEDS_WHY
+from bench.reporting.tables import method_key
+
+MISSING = "—"
+
+
+def number(value: object, digits: int = 1) -> str:
+    """A number with thousands separators and `digits` decimals, or "—" when missing."""
+    if not isinstance(value, numbers.Real) or math.isnan(value):
+        return MISSING
+    return f"{value:,.{digits}f}"
+
+
+def method_html(method: str, page_dir: Path | None) -> str:
+    """The method's name, linked (relative link) to its section of docs/METHODS.md when there is one."""
+    href = method_href(method, page_dir)
+    return f'<a href="{esc(href)}">{esc(method)}</a>' if href else esc(method)
+
+
+def ranking_section(frame: pd.DataFrame, source: Path, page_dir: Path | None, include: bool = False) -> str:
+    """Methods ranked across datasets: mean rank, win rate, coverage, fewest seeds, cost per run and the mean
+    accuracy on each dataset; a note when no dataset has two methods."""
+    table = leaderboard.ranking(frame, include)
+    if table.empty:
+        return note("No ranking: it needs at least two methods (or encoders) with runs on one dataset.")
+    datasets, notes = table.attrs["datasets"], table.attrs["notes"]
+    costs = leaderboard.entry_costs(leaderboard.run_costs(frame, source, include))
+    table = table.merge(costs, on=leaderboard.ENTRY, how="left")
+    shown = pd.DataFrame({
+        "method": [method_html(m, page_dir) for m in table["method"]],
+        "encoder": table["encoder"],
+        "mean rank": [number(v, 2) for v in table["mean_rank"]],
+        "win rate (%)": [number(v, 1) for v in table["win_rate"]],
+        "datasets": [f"{d} of {n}" for d, n in zip(table["datasets"], table["of"])],
+        "fewest seeds": [f"{int(s)}{few_seeds_badge(int(s))}" for s in table["fewest_seeds"]],
+        "train s / run": [number(v, 1) for v in table["train_seconds"]],
+        "seq/s": [number(v, 1) for v in table["seq_per_s"]],
+        "params": [number(v, 0) for v in table["params"]],
+        **{f"{d} (%)": [number(v, 2) for v in table[d]] for d in datasets},
+    })
+    numeric = [c for c in shown.columns if c not in ("method", "encoder")]
+    notes = [*notes,
+             f"fewest seeds: the fewest seeds of the method's cells; < {FEW_SEEDS} seeds: {FEW_SEEDS_WHY}",
+             "train s / run and seq/s: medians over the method's runs; params: the encoder's (see Cost below)",
+             "<dataset> (%): mean test accuracy over seeds on that dataset (— = no run)"]
+    caption = ("Ranking across datasets: mean rank (1 = best) and win rate over head-to-head meetings, with cost; "
+               "click a header to sort")
+    return (frame_table(shown, "table-ranking", caption, html_columns=("method", "fewest seeds"), right=numeric)
+            + notes_list(notes))
+
+
+def cost_section(frame: pd.DataFrame, source: Path, page_dir: Path | None, include: bool = False) -> str:
+    """Per dataset x encoder x method: runs, train and wall seconds per run, sequences/s, encoder parameters."""
+    costs = leaderboard.run_costs(frame, source, include)
+    if costs.empty:
+        return note("No cost table: no clean test-accuracy rows in the selection.")
+    table = leaderboard.cost_table(costs)
+    shown = pd.DataFrame({
+        "dataset": table["dataset"], "encoder": table["encoder"],
+        "method": [method_html(m, page_dir) for m in table["method"]],
+        "runs": table["runs"].astype(int),
+        "train s / run": [number(v, 1) for v in table["train_seconds"]],
+        "wall s / run": [number(v, 1) for v in table["wall_seconds"]],
+        "seq/s": [number(v, 1) for v in table["seq_per_s"]],
+        "params": [number(v, 0) for v in table["params"]],
+    })
+    numeric = ["train s / run", "wall s / run", "seq/s", "params"]
+    return (frame_table(shown, "table-cost", "Cost of each dataset × encoder × method: mean per run",
+                        html_columns=("method",), right=numeric)
+            + notes_list(leaderboard.cost_notes(costs)))
+
+
+def datasets_section(frame: pd.DataFrame, source: Path, page_dir: Path | None) -> str:
+    """The datasets (sizes used, classes, source, card) and the methods on the page, each linked to its
+    definition in docs/METHODS.md."""
+    details = dataset_details(frame, source)
+    body = (frame_table(details, "table-datasets", "Datasets: sizes the runs used (from their spec.json; a range "
+                        "when runs differ), classes, where the data came from, and the dataset card",
+                        right=["train", "validation", "test", "full (card)"])
+            + notes_list(["full (card): train / validation / test sizes of the whole dataset on its card; a "
+                          "dataset name with [...] is a data regime (e.g. n=100 training examples)"])
+            if not details.empty else note("No dataset details: no clean test-accuracy rows in the selection."))
+    methods = sorted({str(m) for m in frame["method"] if str(m)}, key=method_key)
+    links = [method_html(m, page_dir) for m in methods]
+    where = ("each linked to its definition in docs/METHODS.md" if any("<a " in link for link in links) else
+             "defined in docs/METHODS.md of the clbench checkout (no link: the page lies outside it)")
+    return body + f'<p id="methods">Methods on this page, {esc(where)}: {", ".join(links)}.</p>\n'
