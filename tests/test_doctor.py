@@ -146,6 +146,15 @@ def test_hub_unreachable_is_a_warning_naming_local_copies(cli, monkeypatch):
     assert checks.hub_check().status == OK
 
 
+def test_offline_hub_line_names_the_caches_it_reads(monkeypatch, tmp_path):
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
+    monkeypatch.delenv("HF_HUB_CACHE", raising=False)
+    monkeypatch.setenv("HF_DATASETS_CACHE", str(tmp_path / "ds"))
+    line = line_of(doctor.format_checks([checks.hub_check()]), "hub")  # the line `clbench doctor` prints
+    assert line.startswith(WARN) and "offline: HF_HUB_OFFLINE set" in line
+    assert f"models: {tmp_path / 'hf' / 'hub'}, datasets: {tmp_path / 'ds'}" in line and "hf download NAME" in line
+
+
 def test_a_hanging_hub_lookup_does_not_hang_the_doctor(monkeypatch):
     import bench.hub
 
@@ -322,9 +331,18 @@ def test_glove_and_word_vectors(monkeypatch, tmp_path):
     assert found.status == WARN and "not installed" in found.detail and "clbench[attack]" in found.fix
 
 
+def test_textattack_is_not_suggested_into_this_environment(monkeypatch):
+    real = checks.installed
+    monkeypatch.setattr(checks, "installed", lambda module: module != "textattack" and real(module))
+    line = line_of(doctor.format_checks([checks.textattack_check()]), "textattack")  # as `clbench doctor` prints it
+    assert line.startswith(INFO) and "fix: not here" in line and "pins transformers < 5" in line
+    assert "second environment: python -m venv ta && ta/bin/pip install -e . textattack" in line
+    assert "fix: pip install textattack" not in line
+
+
 def test_optional_extras_are_info_with_an_install_command(monkeypatch):
     monkeypatch.setattr(checks, "installed", lambda module: False)
-    for check, fix in ((checks.textattack_check, "pip install textattack"),
+    for check, fix in ((checks.textattack_check, "pip install -e . textattack"),
                        (checks.accelerate_check, "pip install clbench[perf]"),
                        (checks.spacy_check, "python -m spacy download en_core_web_sm")):
         found = check()

@@ -1,5 +1,6 @@
 """The wheel installs everything under the project's own package: the methods as `bench.methods` and the
-dataset cards as `bench/cards`, with no top-level `methods` package that could collide with another one."""
+dataset cards as `bench/cards`, with no top-level `methods` package that could collide with another one; beside it
+only the module `clbench` (the Python API, bench.api, under the distribution's name)."""
 
 from __future__ import annotations
 
@@ -21,7 +22,7 @@ def wheel(tmp_path_factory) -> Path:
     tree = tmp_path_factory.mktemp("tree")
     for name in ("bench", "methods", "datasets"):
         shutil.copytree(ROOT / name, tree / name, symlinks=True, ignore=shutil.ignore_patterns("__pycache__"))
-    for name in ("pyproject.toml", "README.md"):
+    for name in ("pyproject.toml", "README.md", "clbench.py"):
         shutil.copy(ROOT / name, tree)
     out = tmp_path_factory.mktemp("wheel")
     built = subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation",
@@ -32,7 +33,7 @@ def wheel(tmp_path_factory) -> Path:
 
 def test_the_wheel_holds_only_the_bench_package(wheel):
     names = zipfile.ZipFile(wheel).namelist()
-    assert {n.split("/")[0] for n in names} == {"bench", wheel.name.split("-py")[0] + ".dist-info"}
+    assert {n.split("/")[0] for n in names} == {"bench", "clbench.py", wheel.name.split("-py")[0] + ".dist-info"}
     methods = {Path(n).name for n in names if n.startswith("bench/methods/")}
     assert {p.name for p in (ROOT / "methods").glob("*.py")} <= methods
     assert {f"bench/cards/{p.name}" for p in (ROOT / "datasets").glob("*.yaml")} <= set(names)
@@ -58,6 +59,7 @@ def test_after_installing_the_wheel_only_bench_methods_imports(wheel, tmp_path):
 
     top_level = python("import methods")
     assert top_level.returncode != 0 and "No module named 'methods'" in top_level.stderr
+    assert python("import clbench; print(clbench.run.__module__)").stdout.strip() == "bench.api"  # the Python API
     own = python("import bench.methods, bench.data.cards as c; from bench.registry import METHODS; "
                  "print(bench.methods.__file__); print(c.CARDS_DIR); print(sorted(name for name, _ in METHODS.items()))")
     assert own.returncode == 0, own.stderr[-2000:]

@@ -16,7 +16,8 @@ from bench.attack.search import AttackResult
 if TYPE_CHECKING:  # bench.evaluators imports this package: no import cycle at run time
     from bench.evaluators.base import Classifier
 
-INSTALL_HINT = "textattack is not installed: pip install textattack"
+INSTALL_HINT = ("textattack is not installed; it needs transformers < 5, so install it in a second environment, "
+                "not this one: python -m venv ta && ta/bin/pip install -e . textattack")
 # What TextAttack's recipe uses, recorded as result columns (its similarity is angular, not cosine).
 COLUMNS = {"word_vectors": "textattack:paragramcf", "max_candidates": 50, "cos_threshold": 0.5,
            "sim_threshold": 0.840845057, "sim_window": 15, "sim_kind": "angular",

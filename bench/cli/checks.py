@@ -21,8 +21,7 @@ from pathlib import Path
 from typing import Any
 
 OK, WARN, FAIL, INFO = "ok", "warn", "fail", "info"  # info: an optional extra that is absent (not a problem)
-GIB = 1024 ** 3
-DISK_WARN_GIB, DISK_FAIL_GIB = 5.0, 1.0
+GIB, DISK_WARN_GIB, DISK_FAIL_GIB = 1024 ** 3, 5.0, 1.0
 HUB_TIMEOUT = 2.0  # seconds for the Hub's TCP connection (the whole check gives up one second later)
 SINFO_TIMEOUT = 5.0
 WORDNET_FIX = "apt-get install wordnet-base wordnet-sense-index (Debian/Ubuntu) or python -m nltk.downloader wordnet"
@@ -276,8 +275,8 @@ def minilm_problem(folder: Path) -> str:
 
 
 def hub_check(timeout: float = HUB_TIMEOUT) -> Check:
-    """Whether the Hugging Face Hub answers (bench.hub.hub_reachable); offline is a warning, not a failure."""
-    from bench.hub import hub_reachable
+    """Whether the Hugging Face Hub answers (bench.hub.hub_reachable); offline (caches only) is a warning."""
+    from bench.hub import datasets_cache_dir, hub_cache_dir, hub_reachable, offline_flags
 
     answer: list[bool] = []
     worker = threading.Thread(target=lambda: answer.append(hub_reachable(timeout)), daemon=True)
@@ -285,12 +284,12 @@ def hub_check(timeout: float = HUB_TIMEOUT) -> Check:
     worker.join(timeout + 1.0)  # hub_reachable's timeout does not cover a hanging DNS lookup
     if answer and answer[0]:
         return Check("hub", OK, "the Hugging Face Hub answers")
-    flags = [flag for flag in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE")
-             if os.environ.get(flag, "0").lower() in ("1", "true", "yes")]
-    why = f"offline: {' and '.join(flags)} set" if flags else "the Hugging Face Hub cannot be reached" + \
+    flags, caches = " and ".join(offline_flags()), f"models: {hub_cache_dir()}, datasets: {datasets_cache_dir()}"
+    why = f"offline: {flags} set" if flags else "the Hugging Face Hub cannot be reached" + \
         ("" if answer else f" (no answer within {timeout + 1:g} s)")
-    return Check("hub", WARN, f"{why}; Hub datasets and encoders need local copies (registered encoders such as "
-                              "minilm need none)",
+    return Check("hub", WARN, f"{why}; Hub encoders and datasets load only from the Hugging Face caches ({caches}), "
+                              "else need local copies (registered encoders such as minilm need none)",
+                 "fill the caches on a machine with Hub access (hf download NAME, the same HF_HOME), or give "
                  "--data-dir DIR for datasets, a local model folder (with config.json) as --encoder")
 
 
@@ -378,9 +377,10 @@ def extra_check(name: str, module: str, distribution: str, purpose: str, fix: st
 
 
 def textattack_check() -> Check:
-    """textattack, the cross-check backend of the textfooler evaluator."""
+    """textattack, the cross-check backend of the textfooler evaluator (run in the clbench process)."""
     return extra_check("textattack", "textattack", "textattack", "the --attack-backend textattack cross-check",
-                       "pip install textattack")
+                       "not here (it needs flair, which pins transformers < 5: pip would downgrade transformers); "
+                       "use a second environment: python -m venv ta && ta/bin/pip install -e . textattack")
 
 
 def spacy_check() -> Check:

@@ -17,7 +17,8 @@ EVAL_HELP = {
     "attack_n": "textfooler: examples attacked (a fixed sample of the test split)",
     "attack_mode": "textfooler: adaptive (attack each model) | transfer (score a fixed adversarial set)",
     "attack_source": "textfooler transfer: run key whose adversarial examples are used",
-    "attack_backend": "textfooler: builtin | textattack (cross-check; pip install textattack)",
+    "attack_backend": ("textfooler: builtin | textattack (cross-check; textattack needs transformers < 5: "
+                       "install it in a second environment, see clbench doctor)"),
     "attack_data": "textfooler: file or folder of texts to attack instead of the test split",
     "word_vectors": "textfooler's synonym space: counter-fitted (GloVe 6B-50d counter-fitted with the shipped "
                     "PPDB/WordNet constraints, built once and cached), glove (plain GloVe 6B-50d), or a vectors "
@@ -200,9 +201,14 @@ def request_fields(args: argparse.Namespace, file_run: dict[str, Any], data_dir:
     deterministic = file_run.get("deterministic", False) if deterministic is None else deterministic
     if not isinstance(deterministic, bool):
         raise BenchError(f"deterministic: expected true or false, got {deterministic!r}")
+    from bench.training.tracking import parse_report_to, require_packages
+
+    report_to = getattr(args, "report_to", None)
+    report_to = parse_report_to(file_run.get("report_to") if report_to is None else report_to)
+    require_packages(report_to)  # a missing package fails now, before anything trains
     return {"evaluators": tuple(evaluator_names(names, evaluators)), "options": eval_options(args, file_run, data_dir),
             "save_model": save, "explicit": names is not None, "compile": compiled, "length_bucket": bucket,
-            "deterministic": deterministic}
+            "deterministic": deterministic, "report_to": report_to}
 
 
 def shard_request(args: argparse.Namespace, file_run: dict[str, Any], data_dir: str | None) -> Any:

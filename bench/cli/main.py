@@ -10,7 +10,7 @@ import sys
 import warnings
 from pathlib import Path
 
-from bench.cli import doctor, evaluate, listing, plot, report, run, status
+from bench.cli import doctor, evaluate, export, listing, plot, report, run, status
 from bench.cli.common import StrictParser, quiet_transformers
 from bench.errors import BenchError
 
@@ -20,7 +20,7 @@ PROGRAMS = ("clbench", "bench")  # the installed scripts; `bench` alone clashes 
 PLANNED: dict[str, str] = {}  # subcommands announced but not implemented yet: name -> what it will do
 COMMANDS = {"list": listing.cmd_list, "run": run.cmd_run, "evaluate": evaluate.cmd_evaluate,
             "results": report.cmd_results, "report": report.cmd_report, "plot": plot.cmd_plot,
-            "status": status.cmd_status, "doctor": doctor.cmd_doctor}
+            "status": status.cmd_status, "doctor": doctor.cmd_doctor, "export": export.cmd_export}
 
 
 def program_name(argv0: str | None = None) -> str:
@@ -44,6 +44,7 @@ def build_parser(prog: str | None = None) -> StrictParser:
     listing.add_parser(sub, common)
     run.add_parser(sub, common)
     evaluate.add_parser(sub, common)
+    export.add_parser(sub, common)
     status.add_parser(sub, common)
     report.add_results_parser(sub, common)
     report.add_report_parser(sub, common)
@@ -79,9 +80,9 @@ def is_demo(argv: list[str]) -> bool:
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the `clbench` (and `bench`) command; returns the exit code."""
-    parser = build_parser()
     argv = sys.argv[1:] if argv is None else list(argv)
     try:
+        parser = build_parser()  # imports the dataset cards: a broken user card ($BENCH_CARDS_DIR) fails here
         args = parser.parse_args(argv)
     except BenchError as exc:  # a UsageError: an unknown option, a bad value
         print(f"error: {exc}", file=sys.stderr)

@@ -150,16 +150,13 @@ def cmd_results(args: argparse.Namespace) -> int:
 def cmd_report(args: argparse.Namespace) -> int:
     """Build the requested tables, print them and write them under --reports-dir (the collapsed runs, then mix
     warnings first). Collapsed runs follow bench.reporting.collapsed: left out unless a --filter names them."""
-    from bench.reporting import render, stats, tables
-    from bench.reporting.collapsed import asked_for, flag_runs, split_runs, warning_lines
-    from bench.reporting.resultsview import apply_filters, canonical_method, load_results, mix_warnings
+    from bench.reporting import render
+    from bench.reporting.collapsed import asked_for
 
     names = [args.table] if args.table else ([] if args.vs_paper else [DEFAULT_TABLE])
     if args.vs_paper and "vs-paper" not in names:
         names.append("vs-paper")
-    resamples = stats.N_RESAMPLES if args.bootstrap is None else args.bootstrap
-    if resamples < 1:
-        raise BenchError("--bootstrap must be >= 1")
+    resamples = bootstrap_resamples(args.bootstrap)
     source = results_dir(args)
     if args.html is not None:
         from bench.reporting.html import write_html_report
@@ -172,30 +169,17 @@ def cmd_report(args: argparse.Namespace) -> int:
             print(f"warning: {warning}", file=sys.stderr)
         print(path)
         return 0
-    frame = apply_filters(flag_runs(load_results(source)), args.filters)  # flags first: filters keep runs whole
+    frame = report_rows(source, args.filters)
     frame, selection = selected(frame, args)  # --select-by validation: the chosen combinations' runs only
     include = asked_for(args.filters)
-    split = split_runs(frame, include=include)
-    for line in warning_lines(split.keys, include):  # at the top, before anything else
-        print(f"warning: {line}", file=sys.stderr)
-    # mix warnings about the rows the tables average; the collapsed runs were named just above
-    kept = split.kept.drop(columns="collapsed", errors="ignore")
-    warnings = [w for name in names for w in mix_warnings(tables.table_rows(name, kept))]
-    for warning in dict.fromkeys(warnings):
+    for warning in report_warnings(names, frame, include):  # at the top, before anything else
         print(f"warning: {warning}", file=sys.stderr)
     outputs = []
     for name in names:
+        cells = table_cells(name, frame, source, args.baseline, resamples, include)
         file_name = name
-        if name == "compare":
-            baseline = canonical_method(args.baseline, set(frame["method"]))
-            keys = tables.clean_accuracy(split.kept)["run_key"].unique()
-            cells = tables.compare(frame, stats.load_run_predictions(source, keys), baseline, resamples,
-                                   include_collapsed=include)
-            if baseline != "ce":
-                file_name = f"compare-vs-{baseline}"
-        else:
-            cells = {"paper-ii": tables.paper_ii, "ablation": tables.ablation, "robustness": tables.robustness,
-                     "vs-paper": tables.vs_paper}[name](frame, include_collapsed=include)
+        if name == "compare" and cells.attrs["baseline"] != "ce":
+            file_name = f"compare-vs-{cells.attrs['baseline']}"
         outputs.append((render.render(cells, args.fmt), render.write_report(cells, file_name, args.fmt,
                                                                             args.reports_dir, args.filters)))
     if selection is not None:  # the chosen knobs and each method's tuning budget, beside the tables
@@ -208,3 +192,59 @@ def cmd_report(args: argparse.Namespace) -> int:
         print(("\n" if i else "") + text, end="")
         print(f"clbench: wrote {path}", file=sys.stderr)
     return 0
+
+
+# The steps of `clbench report`, shared with the Python API (bench.api): the rows, the warnings, one table's cells.
+
+def report_rows(source: Path, filters: list[str] | None = None) -> pd.DataFrame:
+    """Every row of the finished runs under `source` with each run's `collapsed` flag on all its rows, then
+    `column=value` filters applied (flags first: a filter keeps or drops a run whole)."""
+    from bench.reporting.collapsed import flag_runs
+    from bench.reporting.resultsview import apply_filters, load_results
+
+    return apply_filters(flag_runs(load_results(source)), filters)
+
+
+def bootstrap_resamples(given: int | None) -> int:
+    """The paired bootstrap's resamples: `given`, checked, else the default."""
+    from bench.reporting import stats
+
+    resamples = stats.N_RESAMPLES if given is None else given
+    if isinstance(resamples, bool) or not isinstance(resamples, int) or resamples < 1:
+        raise BenchError("--bootstrap must be >= 1")
+    return resamples
+
+
+def report_warnings(names: list[str], frame: pd.DataFrame, include: bool) -> list[str]:
+    """What to say before the tables `names` of `frame`: the collapsed runs (kept when `include`), then each mix
+    of code versions, configs or evaluator settings among the rows the tables average."""
+    from bench.reporting import tables
+    from bench.reporting.collapsed import split_runs, warning_lines
+    from bench.reporting.resultsview import mix_warnings
+
+    split = split_runs(frame, include=include)
+    kept = split.kept.drop(columns="collapsed", errors="ignore")
+    mixed = [w for name in names for w in mix_warnings(tables.table_rows(name, kept))]
+    return [*warning_lines(split.keys, include), *dict.fromkeys(mixed)]
+
+
+def table_cells(name: str, frame: pd.DataFrame, source: Path, baseline: str = "ce", resamples: int | None = None,
+                include: bool = False) -> pd.DataFrame:
+    """The cell frame of table `name` (one of TABLES) over `frame` (flagged as `report_rows` does); compare reads
+    the runs' test predictions under `source` and notes its canonical baseline in `attrs["baseline"]`."""
+    from bench.reporting import stats, tables
+    from bench.reporting.collapsed import split_runs
+    from bench.reporting.resultsview import canonical_method
+
+    if name == "compare":
+        baseline = canonical_method(baseline, set(frame["method"]))
+        keys = tables.clean_accuracy(split_runs(frame, include=include).kept)["run_key"].unique()
+        cells = tables.compare(frame, stats.load_run_predictions(source, keys), baseline,
+                               bootstrap_resamples(resamples), include_collapsed=include)
+        cells.attrs["baseline"] = baseline
+        return cells
+    builders = {"paper-ii": tables.paper_ii, "ablation": tables.ablation, "robustness": tables.robustness,
+                "vs-paper": tables.vs_paper}
+    if name not in builders:
+        raise BenchError(f"unknown table {name!r}; use one of {', '.join(TABLES)}")
+    return builders[name](frame, include_collapsed=include)

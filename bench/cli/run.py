@@ -117,6 +117,13 @@ def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
                           "deterministic without it; recorded in each row, not in the run key")
     run.add_argument("--no-save-model", dest="save_model", action="store_false", default=None,
                      help="do not keep the trained weights (model.pt); `clbench evaluate` then cannot score the run")
+    run.add_argument("--save-format", dest="save_format", default=None, metavar="FORMAT[,FORMAT]",
+                     help="how to keep the trained weights: pt (model.pt, default), hf (a Hugging Face folder "
+                          "<run>/hf/, see `clbench export`), pt,hf or both; not in the run key")
+    run.add_argument("--report-to", dest="report_to", default=None, metavar="TRACKER[,TRACKER...]",
+                     help="also log each shard (settings, losses, validation, results) to tensorboard, mlflow and/or "
+                          "wandb, one tracker run per run key (default: none; pip install clbench[tracking]; "
+                          "not in the run key)")
     run.add_argument("--executor", choices=["local", "slurm"], default=None,
                      help="local: run here (default); slurm: submit the unfinished shards as a job array and return")
     run.add_argument("--resume", action="store_true", default=None,
@@ -177,8 +184,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         outcomes = execute_sweep(shards, opts, report)
     finally:
         progress.close()
-    rows = [row for o in outcomes for row in o.rows]
-    evaluation_rows = [row for o in outcomes for e in o.evaluations for row in e.rows]
+    rows, evaluation_rows = outcome_rows(outcomes)
     if rows:
         print_results(rows, evaluation_rows, results_dir)
         warning = collapsed_warning(rows)  # trained now or before (a finished shard is skipped): said every time
@@ -201,6 +207,14 @@ def cmd_run(args: argparse.Namespace) -> int:
     if rows:
         print_next_steps(opts, sorted({r["run_key"] for r in rows}))
     return 1 if failed or failed_evaluations else 0
+
+
+def outcome_rows(outcomes: list[Any]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The rows of the shards' outcomes: training and clean rows (of shards done now or before), and the rows of
+    the requested evaluations (run now or stored before); bench.api.run returns the same rows."""
+    rows = [row for o in outcomes for row in o.rows]
+    evaluation_rows = [row for o in outcomes for e in o.evaluations for row in e.rows]
+    return rows, evaluation_rows
 
 
 def skip_active(shards: list[Any], results_dir: Path) -> list[Any]:

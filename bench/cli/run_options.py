@@ -152,6 +152,12 @@ def checked_run_options(args: argparse.Namespace, check_encoders: bool = True
     check_set_targets(args.assignments, opts.methods, registry("method"))
     check_sweep(opts, bool(getattr(args, "yes", None) or file_run.get("yes", False)))
     check_plan(opts, check_encoders)
+    from bench.cli.export import save_formats  # --save-format: how weights are kept, not what is trained
+
+    given = getattr(args, "save_format", None)
+    given = file_run.get("save_format") if given is None else given
+    given = ",".join(map(str, given)) if isinstance(given, list) else given  # a config file's list
+    request["save_format"] = save_formats(None if given is None else str(given), request["save_model"], opts)
     return opts, request
 
 
@@ -217,20 +223,18 @@ def check_plan(opts: RunOptions, check_encoders: bool = True) -> None:
 def check_dataset_name(name: str, data_dir: str | None) -> None:
     """A BenchError, as `bench.data.loading.load_raw` would raise it, for a dataset that cannot be found: a name that is
     neither a card, a path nor a folder under the data folders, and a card with no local copy, no generator
-    and no reachable Hub source; and for a card whose `eval_defaults` are no evaluator options. Whatever exists
-    is loaded (and checked) later."""
-    from bench.data.loading import data_dirs, load_hub, unknown_dataset_message
+    and no reachable or cached Hub source; and for a card whose `eval_defaults` are no evaluator options.
+    Whatever exists is loaded (and checked) later."""
+    from bench.data.loading import check_hub_source, data_dirs, unknown_dataset_message
     from bench.evaluators.base import card_defaults
-    from bench.hub import hub_reachable
     from bench.registry import DATASETS
 
     dirs = data_dirs(data_dir)
     if name in DATASETS:
         card = DATASETS.get(name)
         card_defaults(card)
-        if not card.generator and not any((d / card.name).is_dir() for d in dirs) \
-                and (not (card.hub or {}).get("id") or not hub_reachable()):
-            load_hub(card, dirs)  # raises its own message, before it imports anything
+        if not card.generator and not any((d / card.name).is_dir() for d in dirs):
+            check_hub_source(card, dirs)  # load_hub's message (no Hub id; offline and not cached), no import
         return
     if not Path(name).expanduser().exists() and not any((d / name).exists() for d in dirs):
         raise BenchError(unknown_dataset_message(name, data_dir))

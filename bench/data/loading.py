@@ -17,7 +17,7 @@ import numpy as np
 from bench.data.cards import Card
 from bench.data.files import find_split_file, read_rows, rows_to_columns
 from bench.errors import BenchError
-from bench.hub import hub_reachable
+from bench.hub import cached_dataset, datasets_cache_dir, datasets_offline, hub_reachable, offline_reason
 from bench.registry import DATASETS
 from bench.spec import ADDED_DEFAULTS
 
@@ -124,23 +124,56 @@ def load_folder(folder: Path, text_field: str = "text", label_field: str = "labe
     return raw
 
 
-def load_hub(card: Card, dirs: list[Path]) -> dict[str, tuple]:
-    """Raw (ids, texts, labels) per split from the Hugging Face Hub, as the card's `hub` entry says."""
-    hub = card.hub or {}
+def local_alternative(card: Card, dirs: list[Path]) -> str:
+    """How to give a card's dataset as a local copy, and the data folders searched."""
     where = ", ".join(str(d) for d in dirs) or "no --data-dir given"
-    alternative = (f"put a local copy under DIR/{card.name}/{{train,test}}.jsonl.gz and pass --data-dir DIR "
-                   f"(or set BENCH_DATA_DIR); searched: {where}")
-    if not hub.get("id"):
-        raise BenchError(f"dataset {card.name!r} has no local copy and no Hub source: {alternative}")
-    if not hub_reachable():
-        raise BenchError(f"could not load {card.name!r} from the Hugging Face Hub ({hub['id']}): the Hub is "
-                         f"unreachable. To run offline, {alternative}")
-    try:
-        import datasets as hf_datasets
+    return (f"put a local copy under DIR/{card.name}/{{train,test}}.jsonl.gz and pass --data-dir DIR "
+            f"(or set BENCH_DATA_DIR); searched: {where}")
 
+
+def check_hub_source(card: Card, dirs: list[Path]) -> bool:
+    """Whether the card's Hub dataset is read from the datasets cache (True: the Hub is offline or unreachable
+    and the cache holds it) or from the Hub (False), decided without importing datasets; a one-line BenchError
+    when the card has no Hub id, or when neither the Hub nor the cache can give it."""
+    hub = card.hub or {}
+    if not hub.get("id"):
+        raise BenchError(f"dataset {card.name!r} has no local copy and no Hub source: "
+                         f"{local_alternative(card, dirs)}")
+    if hub_reachable():
+        return False
+    if cached_dataset(hub["id"]) is not None:
+        return True
+    args = ", ".join(repr(a) for a in (hub["id"], hub.get("config")) if a)
+    raise BenchError(f"could not load {card.name!r} from the Hugging Face Hub ({hub['id']}; {offline_reason()}): "
+                     f"it is not in the datasets cache {datasets_cache_dir()} and the Hub is unreachable. To run "
+                     f"offline, {local_alternative(card, dirs)}; or fill that cache on a machine with Hub access "
+                     f"(the same HF_HOME or HF_DATASETS_CACHE): python -c \"import datasets; "
+                     f"datasets.load_dataset({args})\"")
+
+
+def read_hub_split(hub: dict[str, Any], split: str, from_cache: bool) -> Any:
+    """One split of a Hub dataset as a datasets.Dataset: from the Hub, or from the datasets cache in offline
+    mode (no network attempt)."""
+    import datasets as hf_datasets
+
+    if not from_cache:
+        return hf_datasets.load_dataset(hub["id"], hub.get("config"), split=split)
+    with datasets_offline():
+        return hf_datasets.load_dataset(hub["id"], hub.get("config"), split=split, cache_dir=str(datasets_cache_dir()))
+
+
+def load_hub(card: Card, dirs: list[Path]) -> dict[str, tuple]:
+    """Raw (ids, texts, labels) per split from the Hugging Face Hub, as the card's `hub` entry says (from the
+    datasets cache when the Hub is offline or unreachable)."""
+    hub = card.hub or {}
+    alternative = local_alternative(card, dirs)
+    from_cache = check_hub_source(card, dirs)
+    if from_cache:
+        log.info("%s: %s from the datasets cache %s (%s)", card.name, hub["id"], datasets_cache_dir(), offline_reason())
+    try:
         raw = {}
         for split, hub_split in (hub.get("splits") or {"train": "train", "test": "test"}).items():
-            table = hf_datasets.load_dataset(hub["id"], hub.get("config"), split=hub_split)
+            table = read_hub_split(hub, hub_split, from_cache)
             labels = list(table[hub["label_column"]])
             if labels and isinstance(labels[0], (list, tuple)):
                 raise BenchError(f"the Hub source of {card.name!r} ({hub['id']}) has several labels per row "
@@ -158,7 +191,8 @@ def load_hub(card: Card, dirs: list[Path]) -> dict[str, tuple]:
         raise
     except Exception as exc:  # network, missing dataset, schema drift: one clear line
         reason = str(exc).splitlines()[0][:200] if str(exc) else exc.__class__.__name__
-        raise BenchError(f"could not load {card.name!r} from the Hugging Face Hub ({hub['id']}): {reason}. "
+        where = f" (read from the datasets cache {datasets_cache_dir()}: {offline_reason()})" if from_cache else ""
+        raise BenchError(f"could not load {card.name!r} from the Hugging Face Hub ({hub['id']}){where}: {reason}. "
                          f"To run offline, {alternative}") from exc
 
 

@@ -14,7 +14,7 @@ import torch
 from torch import nn
 
 from bench.errors import BenchError
-from bench.hub import check_encoder_source, hub_reachable
+from bench.hub import check_encoder_source, encoder_source
 from bench.registry import ENCODERS
 from bench.spec import TrainConfig
 from bench.encoders.vocab import build_vocab, word_tokenizer
@@ -129,9 +129,14 @@ def param_count(model: nn.Module) -> int:
 
 
 def check_encoder(name: str) -> None:
-    """Fail early (before any shard starts) if `name` cannot be an encoder here (a Hub id: its config is fetched)."""
-    if not check_encoder_source(name, ENCODERS):
-        return
+    """Fail early (before any shard starts) if `name` cannot be an encoder here (a Hub id: its config is fetched
+    when the Hub answers, else it must be in the Hugging Face cache)."""
+    if check_encoder_source(name, ENCODERS):
+        fetch_config(name)
+
+
+def fetch_config(name: str) -> None:
+    """Ask the Hub for the config of model `name`; a one-line BenchError when it has none."""
     from transformers import AutoConfig
 
     try:
@@ -159,24 +164,31 @@ def hf_tokenize_words(tokenizer: Any, max_length: int
 
 
 def load_pretrained(name_or_path: str, cfg: TrainConfig, label: str) -> EncoderBundle:
-    """Tokenizer and AutoModel from a Hub id or a local folder, the weights in fp32 whatever the checkpoint
-    holds (transformers 5 otherwise keeps an fp16 / bf16 checkpoint's dtype, and training would update
-    half-precision weights; autocast decides the compute precision)."""
+    """Tokenizer and AutoModel from a Hub id (from the Hugging Face cache, without network, when the Hub is
+    offline or unreachable) or a local folder, the weights in fp32 whatever the checkpoint holds (transformers 5
+    otherwise keeps an fp16 / bf16 checkpoint's dtype, and training would update half-precision weights;
+    autocast decides the compute precision)."""
     import torch
     from transformers import AutoModel, AutoTokenizer
 
-    check_encoder(name_or_path)
-    local = Path(name_or_path).expanduser()
-    source = str(local) if local.is_dir() else name_or_path
+    kind, source = encoder_source(name_or_path, ENCODERS)
+    if kind == "hub":
+        fetch_config(name_or_path)
+    offline = kind != "hub"  # a folder, or a snapshot in the cache: no network
     try:
-        tokenizer = AutoTokenizer.from_pretrained(source)
-        model = AutoModel.from_pretrained(source, dtype=torch.float32)
+        tokenizer = AutoTokenizer.from_pretrained(source, local_files_only=offline)
+        model = AutoModel.from_pretrained(source, dtype=torch.float32, local_files_only=offline)
     except (OSError, ValueError) as exc:
         reason = str(exc).splitlines()[0][:200]
-        raise BenchError(f"cannot load encoder {name_or_path!r}: {reason}") from exc
+        where = f" from the Hugging Face cache ({source})" if kind == "cache" else ""
+        raise BenchError(f"cannot load encoder {name_or_path!r}{where}: {reason}") from exc
     encoder = HFEncoder(model, cfg.pooling)
+    info = {"source": name_or_path if kind == "cache" else source, "params": param_count(encoder)}
+    if kind == "cache":
+        info["hub_cache"] = source  # .../models--org--name/snapshots/<revision>
+        log.info("encoder %s from the Hugging Face cache: %s", name_or_path, source)
     return EncoderBundle(label, encoder, hf_tokenize(tokenizer, cfg.max_length), tokenizer.pad_token_id or 0,
-                         info={"source": source, "params": param_count(encoder)},
+                         info=info,
                          tokenize_words=hf_tokenize_words(tokenizer, cfg.max_length))
 
 

@@ -52,7 +52,7 @@ class EvalOptions:
     attack_n: int = option(500)          # examples attacked by textfooler (first n of the test split, seeded)
     attack_mode: str = option("adaptive")  # adaptive: attack each model | transfer: a fixed adversarial set
     attack_source: str = option("")      # transfer mode: run key (or folder) whose adversarial examples are used
-    attack_backend: str = option("builtin")  # builtin | textattack (cross-check; needs `pip install textattack`)
+    attack_backend: str = option("builtin")  # builtin | textattack (cross-check; it pins transformers < 5)
     attack_data: str = option("")        # optional folder/file of texts to attack instead of the test split
     word_vectors: str = option("counter-fitted")  # textfooler's synonym space: counter-fitted | glove | a file
     contrast_set: str = option("")       # folder with {validation,test}.jsonl[.gz] contrast pairs; default by card

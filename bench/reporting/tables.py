@@ -225,6 +225,8 @@ def compare(frame: pd.DataFrame, predictions: Mapping[str, pd.DataFrame], baseli
     flagged = split.cells(CELL)
     for (dataset, encoder, method, result), q in zip(results, qvalues):
         row = comparison_cells(f"{dataset} {encoder} {method}" if several else method, result, q)
+        for cell in row:  # what the row compares, for readers of the cells (bench.api.compare)
+            cell.update(dataset=dataset, encoder=encoder, method=method)
         if {(dataset, encoder, method), (dataset, encoder, baseline)} & flagged and row[0]["text"] != MISSING:
             row[0]["text"] += f" {MARK}"  # Δ of a pair that includes a collapsed run
         cells += row

@@ -27,11 +27,13 @@ from bench.running.evaluation import (EvalOutcome, build_evaluators, evaluate_ru
 from bench.evaluators.base import EvalOptions
 from bench.evaluators.model import MODEL_FILE, ModelClassifier, save_model
 from bench.evaluators.metrics import classification_records, collapse_note, softmax
+from bench.running.export import save_hf_in_run
 from bench.running.provenance import provenance
 from bench.registry import METHODS
 from bench.spec import RunSpec
 from bench.training.token_cache import tokenize_cached
 from bench.training.trainer import Trainer, deterministic_kernels, resolve_device, seed_everything
+from bench.training.tracking import Tracker, tracked
 from bench.methods.base import PrepareContext
 
 log = logging.getLogger(__name__)
@@ -68,6 +70,8 @@ class ShardRequest:
     compile: bool = False  # torch.compile the encoder (speed only: not part of the run key)
     length_bucket: int | None = None  # batch widths rounded up to a multiple of this; None: `auto_bucket`
     deterministic: bool = False  # strict deterministic kernels on any device (`deterministic_kernels`; not in the key)
+    save_format: tuple[str, ...] = ("pt",)  # model.pt and/or hf/ (bench.running.export; not in the key)
+    report_to: tuple[str, ...] = ()  # experiment trackers (bench.training.tracking; they only watch: not in the key)
 
 
 def run_shard(spec: RunSpec, data: TextData, results_dir: Path, device: str = "auto",
@@ -104,8 +108,9 @@ def run_shard(spec: RunSpec, data: TextData, results_dir: Path, device: str = "a
                 outcome.evaluations = evaluate_finished(spec, data, run_dir, device, request)
             else:
                 try:
-                    rows, evaluations, warning = train_and_evaluate(spec, data, run_dir, device, progress, started,
-                                                                    request)
+                    with tracked(request.report_to, spec.key, spec.to_json(), results_dir) as tracker:
+                        rows, evaluations, warning = train_and_evaluate(spec, data, run_dir, device, progress,
+                                                                        started, request, tracker)
                 except lease.LeaseLost:
                     raise
                 except BenchError as exc:
@@ -183,10 +188,11 @@ def fail(run_dir: Path, spec: RunSpec, reason: str, trace: str, started: float) 
 
 
 def train_and_evaluate(spec: RunSpec, data: TextData, run_dir: Path, device_name: str, progress: bool,
-                       started: float, request: ShardRequest = ShardRequest()
+                       started: float, request: ShardRequest = ShardRequest(), tracker: Tracker | None = None
                        ) -> tuple[list[dict[str, Any]], list[EvalOutcome], str]:
     """Train, predict on test, write the run folder, then run the requested evaluators; returns the clean
-    result rows, the evaluator outcomes and a warning about the result ("" when there is none)."""
+    result rows, the evaluator outcomes and a warning about the result ("" when there is none). `tracker`
+    (--report-to) is given the training losses, each epoch's record and the clean rows."""
     run_dir.mkdir(parents=True, exist_ok=True)
     (run_dir / store.ERROR).unlink(missing_ok=True)
     store.write_json(run_dir / store.SPEC, {
@@ -217,7 +223,8 @@ def train_and_evaluate(spec: RunSpec, data: TextData, run_dir: Path, device_name
     phases["tokenize_seconds"] = time.perf_counter() - clock
     compiled = compile_encoder(method.encoder) if request.compile else ""
     trainer = Trainer(method, spec.train, device, bundle.pad_id, spec.seed, bundle.min_length,
-                      checkpoint=run_dir / CHECKPOINT, progress=progress, desc=spec.key, bucket=bucket)
+                      checkpoint=run_dir / CHECKPOINT, progress=progress, desc=spec.key, bucket=bucket,
+                      tracker=tracker)
     fit = trainer.fit(encoded["train"], encoded["validation"])
     clock = time.perf_counter()
     probabilities = softmax(trainer.require_finite_outputs(trainer.predict(encoded["test"]), "test"))
@@ -258,12 +265,17 @@ def train_and_evaluate(spec: RunSpec, data: TextData, run_dir: Path, device_name
             for record in classification_records(data.test.labels, predicted, names)]
     rows.append({**base, "split": "validation", "metric": "accuracy", "label": "",
                  "value": fit.best_val_accuracy, "n": len(data.validation), **meta})
-    if request.save_model:
+    if request.save_model and "pt" in request.save_format:
         save_model(method, run_dir / MODEL_FILE)
+    warning = collapsed
+    if request.save_model and "hf" in request.save_format:  # one that cannot be exported: a warning, results stand
+        warning = "; ".join(filter(None, [collapsed, save_hf_in_run(method, bundle, data, spec, run_dir)]))
     store.write_json(run_dir / store.ROWS, rows)
+    if tracker:
+        tracker.log_final(rows)
     trainer.remove_checkpoint()
     classifier = ModelClassifier(method, bundle, names, device, amp_dtype=trainer.amp_dtype, bucket=bucket,
                                  max_width=spec.train.max_length)
     evaluations = evaluate_run(spec, data, classifier, run_dir, build_evaluators(list(request.evaluators)),
                                request.options, device, explicit=request.explicit)
-    return rows, evaluations, collapsed
+    return rows, evaluations, warning
