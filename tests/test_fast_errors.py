@@ -190,6 +190,10 @@ def light_cases(tmp_path: Path) -> dict[str, tuple[list[str], str]]:
         "card-without-local-copy-offline": (["--datasets", "mr"], "could not load 'mr' from the Hugging Face Hub"),
         "no-epochs": (["--epochs", "0"], "--epochs must be >= 1"),
         "bad-results-dir": (["--results-dir", str(tmp_path / "afile" / "r")], "afile is a file"),
+        **({"results-dir-in-proc": (["--results-dir", "/proc/clbench-x"], "cannot be created: /proc refuses new "
+                                    "folders (ENOENT")} if Path("/proc/self").is_dir() else {}),  # even for root
+        "seeds-not-a-list": (["--seeds", "a,b"], "argument --seeds: seeds must look like 1,2,3 or 1-3, not 'a,b'"),
+        "missing-value": (["--seeds"], "argument --seeds: expected a value: e.g. 1,2,3 or 1-3"),
         "missing-data-dir": (["--data-dir", str(tmp_path / "nowhere")], "does not exist"),
         "unknown-encoder": (["--encoder", "minilmm"], "cannot load encoder 'minilmm': it is not a registered short "
                                                       "name (bert-base-random, minilm,"),

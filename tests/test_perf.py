@@ -351,7 +351,7 @@ def test_profile_summarises_one_step_under_the_profiler(tiny, capsys):
     (["overhead", "--steps", "0"], "--steps must be >= 1"),
     (["short-texts", "--datasets", ","], "--datasets names no dataset"),
     (["no-such-benchmark"], "invalid choice"),
-    (["throughput", "--rounds", "many"], "invalid int value"),
+    (["throughput", "--rounds", "many"], "is not a whole number"),
 ])
 def test_bad_arguments_exit_2_with_one_line(capsys, argv, message):
     assert perf_main(argv) == 2

@@ -66,8 +66,36 @@ class StrictParser(argparse.ArgumentParser):
         return parsed
 
     def error(self, message: str) -> NoReturn:
-        """Raise the mistake as one line (argparse would print its usage text and exit)."""
-        raise UsageError(f"{message} (see `{self.prog} --help`)")
+        """Raise the mistake as one line with what to give instead (argparse would print its usage text and
+        exit); `--help` still prints the usage."""
+        raise UsageError(f"{explained(self, message)} (see `{self.prog} --help`)")
+
+
+def explained(parser: argparse.ArgumentParser, message: str) -> str:
+    """argparse's `message` with the fix it leaves out: what a missing value should be (the option's help),
+    `'x' is not a whole number` for `invalid int value: 'x'`, the choices of a missing positional argument."""
+    option, _, problem = message.partition(": ") if message.startswith("argument ") else ("", "", message)
+    action = parser._option_string_actions.get(option.removeprefix("argument ").split("/")[0])
+    if problem == "expected one argument" and action is not None and action.help:
+        return f"{option}: expected a value: {parser._get_formatter()._expand_help(action)}"
+    for kind, noun in (("int", "a whole number"), ("float", "a number")):
+        if problem.startswith(f"invalid {kind} value: "):
+            return f"{option}: {problem.removeprefix(f'invalid {kind} value: ')} is not {noun}"
+    if problem.startswith("the following arguments are required: "):
+        missing = problem.removeprefix("the following arguments are required: ").split(", ")
+        choices = [(f"{name}: " if len(missing) > 1 else "") + f"one of {', '.join(map(str, a.choices))}"
+                   for a in parser._actions for name in missing
+                   if not a.option_strings and a.choices and name in (a.metavar, a.dest)]
+        return message + (f" ({'; '.join(choices)})" if choices else "")
+    return message
+
+
+def check_output_folder(folder: str | os.PathLike[str], noun: str, given_as: str) -> None:
+    """A BenchError, before anything is read or drawn, unless `folder` (where a command writes) can be written or
+    created: one line naming it, the system's reason and the fix (bench.results.folders); creates nothing."""
+    from bench.results.folders import check_folder
+
+    check_folder(folder, noun, given_as, f"give another {given_as}")
 
 
 def chosen_parsers(parser: argparse.ArgumentParser, parsed: argparse.Namespace) -> list[argparse.ArgumentParser]:
@@ -242,7 +270,12 @@ def report_failed_evaluations(failed: list[Any], remark: str = "") -> None:
 
 
 def quiet_transformers() -> None:
-    """Errors only from transformers, and no progress bars (imports transformers)."""
+    """Errors only from transformers, and no progress bars: at once when it is imported, else through the
+    variables it reads when it is (a command that loads no model never pays for importing it)."""
+    if "transformers" not in sys.modules:
+        os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+        os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+        return
     try:
         from transformers.utils import logging as hf_logging
 

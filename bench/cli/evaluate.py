@@ -9,7 +9,7 @@ from typing import Any
 from bench.cli.common import RESULTS_HELP, add_evaluator_options, comma_list, print_evaluations, \
     report_failed_evaluations, shard_request
 from bench.errors import BenchError
-from bench.results.store import results_dir as resolve_results_dir
+from bench.results.store import check_results_dir, results_dir as resolve_results_dir
 
 
 def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
@@ -39,6 +39,10 @@ def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
 
 def cmd_evaluate(args: argparse.Namespace) -> int:
     """Run evaluators on finished runs from their saved models and refresh the results table."""
+    results_dir = resolve_results_dir(args.results_dir)
+    check_targets(args)
+    if args.model:  # its runs are written there: checked before torch is imported
+        check_results_dir(results_dir)
     from bench.reporting.summary import evaluation_table
     from bench.results import store
     from bench.results.store import find_runs
@@ -46,8 +50,6 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     from bench.running.rescoring import check_scorable, rescore
     from bench.training.trainer import resolve_device
 
-    results_dir = resolve_results_dir(args.results_dir)
-    check_targets(args)
     request = shard_request(args, {}, args.data_dir)
     evaluators = build_evaluators(list(request.evaluators))
     if args.model:
@@ -55,6 +57,8 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     if not evaluators:
         raise BenchError("no evaluators chosen; see `clbench list evaluators`")
     runs = find_runs(results_dir, args.runs)
+    for folder in dict.fromkeys(run.parent for run in runs):  # evaluations and the table are written there
+        check_results_dir(folder)
     check_external(runs)
     check_scorable(runs)
     device = resolve_device(args.device)

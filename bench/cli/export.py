@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from bench.cli.common import RESULTS_HELP, comma_list
+from bench.cli.common import RESULTS_HELP, check_output_folder, comma_list
 from bench.errors import BenchError
 from bench.results.store import results_dir as resolve_results_dir
 
@@ -33,6 +33,7 @@ def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
 
 def cmd_export(args: argparse.Namespace) -> int:
     """Export one finished run to a Hugging Face folder and say how to load it."""
+    check_output_folder(args.folder, "export folder", "DIR")  # before torch is imported
     from bench.results.store import find_runs
     from bench.running.export import export_run
     from bench.training.trainer import resolve_device

@@ -4,6 +4,7 @@ of bench.cli), logging, and the dispatch that turns a BenchError into one line a
 from __future__ import annotations
 
 import argparse
+import errno
 import logging
 import os
 import sys
@@ -72,6 +73,13 @@ def configure_logging(transformers: bool = True) -> None:
         quiet_transformers()
 
 
+def os_error_text(exc: OSError) -> str:
+    """One line for an OSError on a file: the file, the system's reason and what to check."""
+    name = errno.errorcode.get(exc.errno or 0, "error")
+    return (f"{exc.filename}: {name}: {exc.strerror or exc} (check that its folder exists, is writable and has "
+            "space, or choose another folder; --debug shows the traceback)")
+
+
 def is_demo(argv: list[str]) -> bool:
     """Whether the arguments are `clbench run` alone (`make demo`; --debug and --no-progress allowed): the demo,
     which also writes its reports (bench.cli.run_options.DEMO_REPORTS)."""
@@ -105,6 +113,9 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as exc:  # unexpected: one line unless --debug
         if args.debug:
             raise
+        if isinstance(exc, OSError) and exc.filename:  # after the checks: a disk filled, a folder went read-only
+            print(f"error: {os_error_text(exc)}", file=sys.stderr)
+            return 1
         print(f"error: unexpected {exc.__class__.__name__}: {exc} (rerun with --debug for the traceback)",
               file=sys.stderr)
         return 1

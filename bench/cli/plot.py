@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from bench.cli.common import StrictParser
+from bench.cli.common import StrictParser, check_output_folder
 from bench.cli.selecting import add_selection_options, selected
 from bench.results import store
 from bench.errors import BenchError
@@ -152,9 +152,10 @@ def build_plots(args: argparse.Namespace) -> Iterator[Any]:
 
 def cmd_plot(args: argparse.Namespace) -> int:
     """Build the requested figures, save each as PNG and PDF, and print the written paths."""
+    reports = Path(args.reports_dir)
+    check_output_folder(reports, "reports folder", "--reports-dir")  # before matplotlib is imported
     from bench.reporting.figures import save_plot
 
-    reports = Path(args.reports_dir)
     for plot in build_plots(args):
         for path in save_plot(plot, reports):
             print(path)

@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from bench.cli.common import comma_list
+from bench.cli.common import check_output_folder, comma_list
 from bench.cli.selecting import add_selection_options, selected
 from bench.errors import BenchError
 
@@ -138,6 +138,7 @@ def cmd_results(args: argparse.Namespace) -> int:
         return 0
     slug = filters_slug(args.filters)
     path = Path(args.output) if args.output else Path(DEFAULT_REPORTS) / f"results{'-' + slug if slug else ''}.{fmt}"
+    check_output_folder(path.parent, "export folder", "--output")
     with store.atomic_path(path) as tmp:
         if fmt == "csv":
             frame.to_csv(tmp, index=False, lineterminator="\n")
@@ -150,6 +151,9 @@ def cmd_results(args: argparse.Namespace) -> int:
 def cmd_report(args: argparse.Namespace) -> int:
     """Build the requested tables, print them and write them under --reports-dir (the collapsed runs, then mix
     warnings first). Collapsed runs follow bench.reporting.collapsed: left out unless a --filter names them."""
+    html = Path(args.html) if args.html else None  # --html PATH: a file, or a folder that gets the default name
+    folder = args.reports_dir if html is None else html if html.is_dir() else html.parent
+    check_output_folder(folder, "reports folder", "--html" if html else "--reports-dir")  # before pandas
     from bench.reporting import render
     from bench.reporting.collapsed import asked_for
 

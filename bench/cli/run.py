@@ -147,7 +147,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     from bench.cli.progress import SweepProgress
     from bench.cli.run_summary import collapsed_warning, print_next_steps, print_results, write_demo_reports
     from bench.results.store import is_collapsed_flag
-    from bench.running.runner import execute_sweep, plan_sweep
+    from bench.running.runner import execute_sweep, plan_sweep, stop_report
 
     results_dir = opts.results_dir
     shards = plan_sweep(opts)
@@ -181,9 +181,13 @@ def cmd_run(args: argparse.Namespace) -> int:
     failed_evaluations: list[Any] = []
     progress = SweepProgress(shards, bar=opts.progress)
     try:
-        outcomes = execute_sweep(shards, opts, report)
+        outcomes = execute_sweep(shards, opts, report, handle_signals=True)
     finally:
         progress.close()
+    stopped = stop_report(outcomes, len(shards))
+    if stopped:  # a SIGTERM or SIGINT stopped it at a safe point: one line, exit 143 / 130
+        print(stopped[1], file=sys.stderr)
+        return stopped[0]
     rows, evaluation_rows = outcome_rows(outcomes)
     if rows:
         print_results(rows, evaluation_rows, results_dir)

@@ -57,6 +57,10 @@ def check_folders(args: argparse.Namespace, file_run: dict[str, Any]) -> None:
     given_as = ("--results-dir" if args.results_dir else f"results_dir in {config}" if file_run.get("results_dir")
                 else "$BENCH_RESULTS_DIR" if os.environ.get("BENCH_RESULTS_DIR") else "the default")
     check_results_dir(resolve_results_dir(args.results_dir or file_run.get("results_dir")), given_as)
+    if getattr(args, "demo", False):  # the demo also writes its reports
+        from bench.results.folders import check_folder
+
+        check_folder(DEMO_REPORTS, "reports folder", "the demo's", "run the demo in a folder you can write to")
     data_dir = args.data_dir or file_run.get("data_dir")
     if data_dir and not Path(data_dir).expanduser().is_dir():
         state = "is not a folder" if Path(data_dir).expanduser().exists() else "does not exist"

@@ -15,7 +15,7 @@ from typing import Any, Iterable
 import numpy as np
 
 from bench.data.cards import Card
-from bench.data.files import find_split_file, read_rows, rows_to_columns
+from bench.data.files import find_split_file, read_columns, rows_to_columns, short, shown
 from bench.errors import BenchError
 from bench.hub import cached_dataset, datasets_cache_dir, datasets_offline, hub_reachable, offline_reason
 from bench.registry import DATASETS
@@ -57,6 +57,10 @@ class TextData:
     fingerprint: str  # of the source data, before any regime (bench.data.regimes) sampled or flipped it
     warnings: list[str] = field(default_factory=list)
     regime: dict[str, Any] = field(default_factory=dict)  # what bench.data.regimes did to it ({}: nothing)
+    # texts cut to what the model sees (bench.data.bounds.bound_data), per split, and the max_length they were
+    # cut to (0: not bounded yet); the fingerprint is of the data as loaded, so it never depends on the cut
+    texts_cut: dict[str, int] = field(default_factory=dict)
+    bounded_to: int = 0
 
     @property
     def num_labels(self) -> int:
@@ -116,10 +120,10 @@ def load_folder(folder: Path, text_field: str = "text", label_field: str = "labe
     for split in SPLITS:
         path = find_split_file(folder, split)
         if path is not None:
-            raw[split] = rows_to_columns(read_rows(path), text_field, label_field, str(path), split)
+            raw[split] = read_columns(path, text_field, label_field, split)
     if "train" not in raw or "test" not in raw:
         found = sorted(p.name for p in folder.iterdir()) if folder.is_dir() else []
-        raise BenchError(f"{folder} needs train and test files (train.jsonl[.gz]/.csv/.tsv and test.*; "
+        raise BenchError(f"{folder} needs train and test files (train.jsonl/.csv/.tsv, optionally .gz, and test.*; "
                          f"validation optional); found: {', '.join(found) or 'nothing'}")
     return raw
 
@@ -257,7 +261,7 @@ def unknown_dataset_message(name: str, data_dir: str | None) -> str:
 def label_order(train_labels: list[str]) -> list[str]:
     """Label names for a dataset without a card: sorted, numerically when all are integers."""
     unique = set(train_labels)
-    if all(x.lstrip("-").isdigit() for x in unique):
+    if all(x.isascii() and x.removeprefix("-").isdigit() and len(x) <= 18 for x in unique):  # int() reads them
         return sorted(unique, key=int)
     return sorted(unique)
 
@@ -313,14 +317,15 @@ def load_dataset(name: str, data_dir: str | None = None, data_seed: int = 0,
     for split, (_, _, labels) in raw.items():
         absent = sorted(set(labels) - train_labels)
         if absent:
-            raise BenchError(f"dataset {display!r}: {split} label(s) {absent[:5]} never occur in train, so no "
+            raise BenchError(f"dataset {display!r}: {split} label(s) {shown(absent)} never occur in train, so no "
                              "model can learn them; move such examples into train or drop them")
         unknown = sorted(set(labels) - set(index))
         if unknown:
-            raise BenchError(f"dataset {display!r}: {split} label(s) {unknown[:5]} are not among the known "
-                             f"labels {label_names[:20]}; fix the data or the card")
+            raise BenchError(f"dataset {display!r}: {split} label(s) {shown(unknown)} are not among the known "
+                             f"labels {shown(label_names, 20)}; fix the data or the card")
     if len(train_labels) < 2:
-        raise BenchError(f"dataset {display!r}: train has a single class ({next(iter(train_labels))!r} in all "
+        only = short(repr(next(iter(train_labels))))
+        raise BenchError(f"dataset {display!r}: train has a single class ({only} in all "
                          f"{len(raw['train'][2])} rows of {source}); a classifier needs at least two classes in "
                          "train: add examples of the other class(es)")
     splits = {s: Split(list(ids), list(texts), np.array([index[l] for l in labels], dtype=np.int64))
@@ -334,7 +339,7 @@ def load_dataset(name: str, data_dir: str | None = None, data_seed: int = 0,
         lost = sorted(set(splits["train"].labels.tolist()) - set(train.labels.tolist()))
         if lost:  # a safeguard: carve_validation keeps every class in train
             raise BenchError(f"dataset {display!r}: carving a {val_fraction:.0%} validation split left no train "
-                             f"examples of {[label_names[i] for i in lost[:5]]}; add a validation file or more data")
+                             f"examples of {shown(label_names[i] for i in lost)}; add a validation file or more data")
     for message in warnings:
         log.warning(message)
     return TextData(display, label_names, train, validation, splits["test"], source, val_source,

@@ -114,11 +114,19 @@ class TextCNN(TextEncoder):
 
 # ----------------------------------------------------------------------------------------------- helpers
 
+TOKENIZE_CHUNK = 10_000  # texts per tokenizer call (bounds the memory of tokenising a large split)
+
+
 def hf_tokenize(tokenizer: Any, max_length: int) -> Callable[[list[str]], list[list[int]]]:
     """A function turning texts into truncated token-id lists with the model's special tokens."""
 
     def tokenize(texts: list[str]) -> list[list[int]]:
-        return tokenizer(list(texts), truncation=True, max_length=max_length)["input_ids"]
+        texts = list(texts)  # in chunks: one call on 900k texts holds 2.2 GB of encodings, chunks 150 MB
+        ids: list[list[int]] = []
+        for start in range(0, len(texts), TOKENIZE_CHUNK):
+            ids += tokenizer(texts[start:start + TOKENIZE_CHUNK], truncation=True, max_length=max_length,
+                             return_token_type_ids=False, return_attention_mask=False)["input_ids"]
+        return ids
 
     return tokenize
 

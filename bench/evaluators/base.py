@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
+from bench.data.bounds import TextBound
 from bench.data.loading import TextData
 from bench.errors import BenchError
 from bench.results.store import settings_text
@@ -126,6 +127,7 @@ class Classifier:
 
     label_names: list[str]
     queries: int = 0
+    bound: TextBound | None = None  # what the model sees of a text (None: the run's max_length, characters only)
 
     def predict_proba(self, texts: list[str]) -> np.ndarray:
         """Class probabilities, shape (len(texts), num_labels), float32."""
@@ -155,10 +157,16 @@ class EvalContext:
     run_key: str = ""
     results_dir: Path | None = None    # the results folder (to find other runs, e.g. an attack source)
     explicit: bool = True              # the user named the evaluators (False: the default "all that fit")
+    bound: TextBound | None = None     # how `data`'s texts were cut to what the model sees (bench.data.bounds)
 
     @property
     def label_names(self) -> list[str]:
         return self.data.label_names
+
+    def fit(self, texts: list[str]) -> list[str]:
+        """Texts an evaluator reads from elsewhere (attack data, a contrast set) cut as the run's data was, to
+        what the model sees: perturbed and scored like the test split."""
+        return self.bound.cut(list(texts)) if self.bound is not None else list(texts)
 
 
 @dataclass

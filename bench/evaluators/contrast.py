@@ -181,7 +181,7 @@ class ContrastSets(Evaluator):
             raise SkipEvaluator(f"contrast set {name} has labels {unknown} that the model ({ctx.data.name}: "
                                 f"{ctx.label_names}) does not predict; use a set with matching labels")
         index = {label: i for i, label in enumerate(ctx.label_names)}
-        predicted = ctx.classifier.predict([row["text"] for row in rows])
+        predicted = ctx.classifier.predict(ctx.fit([row["text"] for row in rows]))  # what the model sees
         right = predicted == np.array([index[row["label"]] for row in rows])
         names = ctx.label_names
         per_pair, at = [], 0

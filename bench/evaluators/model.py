@@ -11,6 +11,7 @@ import torch
 
 from bench.results import store
 from bench.data.batching import Encoded, collate, in_input_order, sorted_batches, to_device
+from bench.data.bounds import TextBound
 from bench.encoders.models import EncoderBundle
 from bench.errors import BenchError
 from bench.evaluators.base import Classifier
@@ -36,6 +37,8 @@ class ModelClassifier(Classifier):
         self.bucket = bucket
         self.max_width = max_width
         self.queries = 0
+        # what the model sees of a text: the run's data and the evaluators' own texts are cut to it
+        self.bound = TextBound(max_width, bundle.tokenize_words) if max_width else None
 
     def _autocast(self) -> contextlib.AbstractContextManager:
         if self.amp_dtype is None:
@@ -48,6 +51,9 @@ class ModelClassifier(Classifier):
         if not texts:
             width = len(self.label_names) if output == "logits" else self.method.encoder.hidden_size
             return np.zeros((0, width), dtype=np.float32)
+        if self.bound is not None:  # never tokenise megabytes: a text past the character cap is capped first
+            cap = self.bound.max_chars
+            texts = [text[:cap] if len(text) > cap else text for text in texts]
         encoded = Encoded(self.bundle.tokenize(list(texts)), np.zeros(len(texts), dtype=np.int64))
         self.method.train(dropout)
         batches = sorted_batches(encoded.lengths, self.batch_size)

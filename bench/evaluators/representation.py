@@ -30,7 +30,9 @@ def squared_distances(x: np.ndarray) -> np.ndarray:
 
 
 def uniformity(x: np.ndarray, t: float = 2.0) -> float:
-    """log of the mean of exp(-t ||u - v||^2) over distinct pairs of normalised rows."""
+    """log of the mean of exp(-t ||u - v||^2) over distinct pairs of normalised rows (NaN without a pair)."""
+    if len(x) < 2:
+        return float("nan")
     d = squared_distances(x)
     upper = d[np.triu_indices(len(x), k=1)]
     return float(np.log(np.mean(np.exp(-t * upper))))
@@ -52,6 +54,32 @@ def class_pair_stats(x: np.ndarray, labels: np.ndarray) -> dict[str, float]:
              "cos_across": float(cos[across].mean()) if across.any() else float("nan")}
     stats["cos_gap"] = stats["cos_within"] - stats["cos_across"]
     return stats
+
+
+def undefined_notes(x: np.ndarray, labels: np.ndarray, names: list[str]) -> dict[str, str]:
+    """Why each metric that cannot be computed from these embeddings and labels is NaN (metric -> note)."""
+    n = len(labels)
+    notes: dict[str, str] = {}
+    if n < 2:
+        notes["uniformity"] = f"{n} test text scored: uniformity needs at least two"
+    same = labels[:, None] == labels[None, :]
+    if not (same & ~np.eye(n, dtype=bool)).any():
+        within = (f"one example per class: no two of the {n} test texts scored share a class; the within-class "
+                  "metrics need at least two examples of a class")
+        notes.update(alignment_class=within, cos_within=within)
+    if n and same.all():
+        notes["cos_across"] = (f"one class: all {n} test texts scored are '{names[labels[0]]}'; the across-class "
+                               "cosine needs examples of two classes")
+    gap = "; ".join(notes[m] for m in ("cos_within", "cos_across") if m in notes)
+    if gap:
+        notes["cos_gap"] = gap
+    bad = int((~np.isfinite(x)).any(axis=1).sum())
+    if bad:
+        diverged = (f"the model's embeddings are not finite (NaN or inf) for {bad} of {n} test texts: a diverged "
+                    "model")
+        notes = {m: diverged for m in ("alignment_dropout", "uniformity", "alignment_class", "cos_within",
+                                         "cos_across", "cos_gap")}
+    return notes
 
 
 def test_sample(n_total: int, limit: int) -> np.ndarray:
@@ -89,8 +117,10 @@ class Representation(Evaluator):
         x = normalise(ctx.classifier.embed(texts))
         view_a = normalise(ctx.classifier.embed(texts, dropout=True))
         view_b = normalise(ctx.classifier.embed(texts, dropout=True))
-        values = {"alignment_dropout": alignment(view_a, view_b), "uniformity": uniformity(x),
-                  **class_pair_stats(x, labels)}
+        with np.errstate(invalid="ignore", divide="ignore"):  # a metric that cannot be computed is NaN, noted
+            values = {"alignment_dropout": alignment(view_a, view_b), "uniformity": uniformity(x),
+                      **class_pair_stats(x, labels)}
+        notes = undefined_notes(np.concatenate([x, view_a, view_b], axis=1), labels, ctx.label_names)
         artefacts: dict[str, Any] = {}
         if ctx.options.tsne:
             chosen = test_sample(len(texts), ctx.options.tsne_n)
@@ -99,5 +129,7 @@ class Representation(Evaluator):
             artefacts[TSNE_FILE] = {
                 "ids": [test.ids[index[i]] for i in chosen], "labels": [names[labels[i]] for i in chosen],
                 "x": xy[:, 0].round(4).tolist(), "y": xy[:, 1].round(4).tolist()}
-        return Evaluation([{"split": "test", "metric": metric, "value": value, "n": len(texts), "label": ""}
+        return Evaluation([{"split": "test", "metric": metric, "value": value, "n": len(texts), "label": "",
+                            "note": (notes.get(metric) or "not computable from these embeddings")
+                            if np.isnan(value) else ""}
                            for metric, value in values.items()], artefacts)

@@ -141,6 +141,7 @@ class TextFooler(Evaluator):
         if ctx.options.attack_data:
             path = examples.resolve_attack_data(ctx.options.attack_data, ctx.options.data_dir)
             ids, texts, golds = examples.read_attack_data(path, ctx.label_names)
+            texts = ctx.fit(texts)  # attacked as the test split would be: what the model sees
             name = ctx.options.attack_data.rstrip("/").split("/")[-1]
             seen = examples.training_overlap(texts, ctx.data.train.texts + ctx.data.validation.texts)
             excluded = int(seen.sum())

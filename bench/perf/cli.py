@@ -15,6 +15,7 @@
     python -m bench.perf slurm --slurm-shards 30                             # submission and requeue costs
     python -m bench.perf demo                                                # `clbench run` alone vs its 3 minutes
     python -m bench.perf vectors                                             # counter-fitting GloVe, SimLex-999
+    python -m bench.perf data-scale --rows 1000000                           # load 1M short rows; copies per worker
 
 Rounds alternate between the variants so that machine noise hits both alike; the medians are compared.
 Models are set up as a real shard sets them up: deterministic kernels on a CPU only, the Trainer's length bucket
@@ -37,6 +38,7 @@ from bench.errors import BenchError
 from bench.perf.common import PEAK_BF16_TFLOPS, device_name, stdout_to_stderr
 from bench.perf.compile import compile_bench
 from bench.perf.concurrency import shards
+from bench.perf.data_scale import data_scale
 from bench.perf.estimate import run_estimate
 from bench.perf.fast_path import short_texts
 from bench.perf.demo import demo
@@ -57,7 +59,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], dict]] = {
     "overhead": overhead, "padding": padding, "methods": methods_step, "hf-trainer": hf_trainer,
     "throughput": throughput, "report": report, "short-texts": short_texts, "shards": shards,
     "shard-cost": shard_cost, "compile": compile_bench, "estimate": run_estimate, "slurm": slurm_bench,
-    "demo": demo, "vectors": vectors_bench, "profile": profile}
+    "demo": demo, "vectors": vectors_bench, "profile": profile, "data-scale": data_scale}
 
 
 class Parser(StrictParser):
@@ -152,6 +154,7 @@ def build_parser() -> Parser:
     parser.add_argument("--compile-backend", default="inductor",
                         help="torch.compile backend for --compile and `compile` (default: inductor; eager: trace only)")
     parser.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
+    parser.add_argument("--rows", type=int, default=1_000_000, help="data-scale: train rows generated (default 1M)")
     sharding = parser.add_argument_group("shards, shard-cost")
     sharding.add_argument("--concurrency", default="1,2,4",
                           help="shards: processes sharing the device at once (each K launched --rounds times, "

@@ -37,6 +37,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from bench.results import faults, stopping
 from bench.results.processes import identity, process_alive
 
 log = logging.getLogger(__name__)
@@ -155,7 +156,8 @@ def _read_info(path: Path) -> LeaseInfo | None:
 
 
 def _create(path: Path, record: dict[str, Any]) -> bool:
-    """Create the lease file with O_EXCL; False when one exists."""
+    """Create the lease file with O_EXCL; False when one exists. A folder that cannot take it (full, read-only)
+    raises faults.WriteFailed and keeps no empty lease (which would hold the shard for the lease timeout)."""
     try:
         handle = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
     except FileExistsError:
@@ -163,8 +165,11 @@ def _create(path: Path, record: dict[str, Any]) -> bool:
     try:
         os.write(handle, json.dumps(record, indent=1).encode("utf-8"))
         os.fsync(handle)
-    finally:
+    except OSError:
         os.close(handle)
+        faults.remove_quietly(path)
+        raise
+    os.close(handle)
     return True
 
 
@@ -288,22 +293,47 @@ class Lease:
                             "left to it")
 
     def release(self) -> None:
-        """Stop the heartbeat and remove the lease file if it is still this lease."""
+        """Stop the heartbeat and remove the lease file if it is still this lease (a stop signal waits for it;
+        a folder that refuses the removal, read-only, leaves it to be taken over once this process is gone)."""
         if self._stop.is_set():
             return
-        self._stop.set()
-        if self._thread is not threading.current_thread():
-            self._thread.join()
-        _HELD.pop(os.path.abspath(self.run_dir), None)
-        info = read(self.run_dir)
-        if info is not None and info.token == self.token:
-            _remove_if_same(self.path, info)
-        _HELD_TOKENS.discard(self.token)
+        with stopping.deferred():
+            self._stop.set()
+            if self._thread is not threading.current_thread():
+                self._thread.join()
+            _HELD.pop(os.path.abspath(self.run_dir), None)
+            try:
+                info = read(self.run_dir)
+                if info is not None and info.token == self.token:
+                    _remove_if_same(self.path, info)
+            except OSError as exc:
+                log.warning("%s: its lease could not be removed (%s); the next run takes it over", self.run_dir.name,
+                            exc)
+            _HELD_TOKENS.discard(self.token)
 
 
 def acquire(run_dir: Path, attempts: int = 10) -> Lease:
-    """Claim a shard: create its lease, taking over a stale one; raise Held when a live runner holds it."""
-    run_dir = Path(run_dir)
+    """Claim a shard: create its lease, taking over a stale one; raise Held when a live runner holds it, and
+    faults.WriteFailed when the folder cannot take a lease (full, read-only). A stop signal waits for it
+    (bench.results.stopping: the caller gets the lease, and releases it)."""
+    with stopping.deferred():
+        try:
+            return _acquire(Path(run_dir), attempts)
+        except OSError as exc:
+            failure = faults.write_failure(exc, lease_path(run_dir))
+            if failure is None:
+                raise
+            raise failure from exc
+
+
+def release_all() -> None:
+    """Release every lease this process holds (a stopped shard's: a stop may come between taking a lease and
+    entering its `with`)."""
+    for held in list(_HELD.values()):
+        held.release()
+
+
+def _acquire(run_dir: Path, attempts: int) -> Lease:
     run_dir.mkdir(parents=True, exist_ok=True)
     path = lease_path(run_dir)
     record = {**identity(), "token": secrets.token_hex(16), "started": time.time()}

@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 from typing import Any, Iterator
 
-from bench.results import lease
+from bench.results import faults, lease, stopping
 from bench.errors import BenchError
 
 log = logging.getLogger(__name__)
@@ -50,42 +50,42 @@ def results_dir(given: str | Path | None = None) -> Path:
 
 def check_results_dir(path: Path, given_as: str = "--results-dir") -> None:
     """A BenchError, before anything is loaded or written, unless `path` is a writable folder or can be created
-    as one; creates nothing. `given_as` says where the path came from (a flag, a config key, a variable)."""
-    path = Path(path).expanduser()
+    as one (tried for real: bench.results.folders); creates nothing. `given_as` says where the path came from
+    (a flag, a config key, a variable)."""
+    from bench.results.folders import check_folder
+
     fix = "choose another folder with --results-dir" if given_as == "--results-dir" else \
         f"choose another folder with --results-dir (or fix {given_as})"
-    for existing in (path, *path.absolute().parents):
-        if existing.is_symlink() and not existing.exists():
-            raise BenchError(f"results folder {path} ({given_as}) cannot be created: {existing} is a broken "
-                             f"symbolic link; {fix}")
-        if not existing.exists():
-            continue
-        if not existing.is_dir():
-            where = "is a file, not a folder" if existing == path else f"cannot be created: {existing} is a file"
-            raise BenchError(f"results folder {path} ({given_as}) {where}; {fix}")
-        if not os.access(existing, os.W_OK | os.X_OK):
-            where = "is not writable" if existing == path else f"cannot be created: {existing} is not writable"
-            raise BenchError(f"results folder {path} ({given_as}) {where}; {fix}, or give yourself write "
-                             f"permission on {existing}")
-        return
+    check_folder(path, "results folder", given_as, fix)
 
 
 @contextlib.contextmanager
 def atomic_path(path: Path) -> Iterator[Path]:
-    """Yield a temporary path beside `path`; on success it replaces `path` in one rename."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    handle, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    os.close(handle)
-    os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; results are meant to be shared
-    try:
-        yield Path(tmp)
-        with open(tmp, "rb") as f:
-            os.fsync(f.fileno())
-        lease.guard(path)  # a runner that lost its shard's lease to another must not overwrite its files
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.remove(tmp)
+    """Yield a temporary path beside `path`; on success it replaces `path` in one rename. A stop signal waits
+    until the write is done, and stops the shard right after it (bench.results.stopping); a folder that cannot
+    take it (full, read-only) raises faults.WriteFailed, one line, with the temporary file removed and `path` as
+    it was."""
+    tmp = None
+    with stopping.deferred():
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            handle, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+            os.close(handle)
+            os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; results are meant to be shared
+            yield Path(tmp)
+            with open(tmp, "rb") as f:
+                os.fsync(f.fileno())
+            lease.guard(path)  # a runner that lost its shard's lease to another must not overwrite its files
+            os.replace(tmp, path)
+        except Exception as exc:
+            faults.remove_quietly(tmp)  # first: the free space is measured without it
+            failure = faults.write_failure(exc, path)
+            if failure is None or failure is exc:
+                raise
+            raise failure from exc
+        finally:
+            faults.remove_quietly(tmp)
+    stopping.check()  # a safe point: the write is whole (a stop that came during it is raised here)
 
 
 def link_or_copy(source: Path, target: Path) -> None:
@@ -159,12 +159,40 @@ def read_json(path: Path) -> Any:
     return json.loads(path.read_text(encoding="utf-8"))
 
 
+class _Recording:
+    """A file that keeps the OSError of a failed write: torch.save reports a full disk only as `unexpected
+    pos`."""
+
+    def __init__(self, handle: Any):
+        self.handle = handle
+        self.error: OSError | None = None
+
+    def write(self, data: Any) -> int:
+        """Write `data`; a failure is kept in `error`, and raised."""
+        try:
+            return self.handle.write(data)
+        except OSError as exc:
+            self.error = exc
+            raise
+
+    def flush(self) -> None:
+        """Flush the file."""
+        self.handle.flush()
+
+
 def atomic_torch_save(obj: Any, path: Path) -> None:
-    """torch.save atomically (a killed save leaves the previous checkpoint intact)."""
+    """torch.save atomically (a killed save leaves the previous checkpoint intact; a full disk is a
+    faults.WriteFailed)."""
     import torch
 
-    with atomic_path(path) as tmp:
-        torch.save(obj, tmp)
+    with atomic_path(path) as tmp, open(tmp, "wb") as handle:
+        recording = _Recording(handle)
+        try:
+            torch.save(obj, recording)
+        except RuntimeError:
+            if recording.error is not None:
+                raise recording.error from None
+            raise
 
 
 def _jsonable(value: Any) -> Any:

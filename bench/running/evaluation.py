@@ -17,6 +17,7 @@ import torch
 
 import bench.evaluators  # noqa: F401  (registers the evaluators)
 from bench.results import store
+from bench.data.bounds import TextBound, bound_data
 from bench.data.cards import Card
 from bench.data.loading import FOLDER, TextData, load_dataset, source_data_dir
 from bench.data.regimes import apply_regime
@@ -138,8 +139,11 @@ def evaluate_run(spec: RunSpec, data: TextData, classifier: Classifier, run_dir:
                  options: EvalOptions, device: torch.device, overwrite: bool = False,
                  explicit: bool = True) -> list[EvalOutcome]:
     """Run each evaluator on a trained classifier unless its rows for these settings are stored already; the
-    options as they apply to the run's data (`options_for_data`)."""
+    options as they apply to the run's data (`options_for_data`), its texts cut to what the model sees
+    (bench.data.bounds: the classifier's bound, else the run's max_length in characters)."""
     options = options_for_data(options, data)
+    bound = getattr(classifier, "bound", None) or TextBound(spec.train.max_length)
+    data = bound_data(data, bound)
     outcomes = []
     for evaluator in evaluators:
         path = evaluation_path(run_dir, evaluator, options)
@@ -147,16 +151,17 @@ def evaluate_run(spec: RunSpec, data: TextData, classifier: Classifier, run_dir:
             restore_artefacts(run_dir, evaluator, options)
             outcomes.append(EvalOutcome(spec.key, evaluator.name, "cached", rows=store.read_json(path)["rows"]))
             continue
-        outcomes.append(run_one(spec, data, classifier, run_dir, evaluator, options, device, path, explicit))
+        outcomes.append(run_one(spec, data, classifier, run_dir, evaluator, options, device, path, explicit, bound))
     return outcomes
 
 
 def run_one(spec: RunSpec, data: TextData, classifier: Classifier, run_dir: Path, evaluator: Evaluator,
-            options: EvalOptions, device: torch.device, path: Path, explicit: bool = True) -> EvalOutcome:
+            options: EvalOptions, device: torch.device, path: Path, explicit: bool = True,
+            bound: TextBound | None = None) -> EvalOutcome:
     """One evaluator on one run; its artefacts, then its rows (or its skip reason) are written atomically,
-    failures recorded."""
+    failures recorded. `bound`: how the data's texts were cut (the evaluator cuts its own texts alike)."""
     ctx = EvalContext(classifier, data, run_dir, run_dir.parent / CACHE, spec.seed, options, spec.key,
-                      run_dir.parent, explicit)
+                      run_dir.parent, explicit, bound)
     adopt_unkept_files(run_dir, evaluator, evaluator.artefacts(options))  # about to be replaced: keep them
     started = time.perf_counter()
     status, reason, records = "done", "", []

@@ -73,7 +73,9 @@ class ShardJob(Checkpointable):
     """The callable each array task runs: reload the data, check its fingerprint, and run the task's shards
     with `bench.running.runner.execute` (K at once per GPU when shards_per_gpu = K). On preemption or timeout
     submitit calls `checkpoint`, which resubmits the same shards; finished ones are skipped and unfinished
-    ones resume from their last epoch checkpoint."""
+    ones resume from their last epoch checkpoint. The signals stay submitit's (SIGUSR2: checkpoint and requeue;
+    SIGTERM: ignored, the requeue follows): `execute` runs without `handle_signals`, and a lease the killed job
+    left is taken over by its requeued run (bench.results.lease)."""
 
     def __init__(self, results_dir: str | Path, device: str = "auto", overwrite: bool = False,
                  request: "ShardRequest | None" = None, shards_per_gpu: int = 1) -> None:

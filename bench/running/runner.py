@@ -4,6 +4,7 @@ SLURM submission is in bench.running.executors."""
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import multiprocessing
 import os
@@ -13,7 +14,7 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 import bench.methods  # noqa: F401  (registers the methods)
-from bench.results import store
+from bench.results import stopping, store
 from bench.data.loading import DataRef, TextData, data_ref, load_dataset
 from bench.encoders.models import canonical_encoder, check_encoder
 from bench.errors import BenchError
@@ -24,6 +25,7 @@ from bench.running.shard import CHECKPOINT, ShardOutcome, ShardRequest, run_shar
 from bench.spec import RunSpec, TrainConfig, method_config
 
 log = logging.getLogger(__name__)
+STOPPED = ("stopped", "cancelled")  # outcomes of a stop signal: said once, at the end (`stop_report`)
 
 
 @dataclass
@@ -128,11 +130,14 @@ def _die_with_parent(parent: int) -> None:
         os._exit(1)
 
 
-def _init_worker(gpu_ids: Any, threads: int, parent: int | None = None) -> None:
+def _init_worker(gpu_ids: Any, threads: int, parent: int | None = None, handle_signals: bool = False) -> None:
     """Pin a pool worker to one GPU (via CUDA_VISIBLE_DEVICES) and a share of the CPU threads; it dies with
-    the main process."""
+    the main process. `handle_signals`: a SIGTERM or SIGINT stops its shard at a safe point (bench.results.stopping;
+    the main process passes its own on)."""
     import torch
 
+    if handle_signals:
+        stopping.install()
     if parent is not None:
         _die_with_parent(parent)
     if gpu_ids is not None:
@@ -178,21 +183,41 @@ def slurm_cpus() -> int | None:
 def execute(shards: list[Shard], results_dir: Path, jobs: int = 1, device: str = "auto",
             overwrite: bool = False, progress: bool = True,
             report: Callable[[int, int, ShardOutcome], None] | None = None,
-            request: ShardRequest = ShardRequest(), shards_per_gpu: int = 1) -> list[ShardOutcome]:
-    """Run shards (skipping finished ones unless `overwrite`); a failed shard never stops the others.
+            request: ShardRequest = ShardRequest(), shards_per_gpu: int = 1,
+            handle_signals: bool = False) -> list[ShardOutcome]:
+    """Run shards (skipping finished ones unless `overwrite`); a failed shard never stops the others, except one
+    that failed as the results folder takes no write (full, read-only): the shards after it are not run (failed,
+    `not run: <why>`), as each would fail alike.
 
     Several workers (`jobs`, or `shards_per_gpu` per GPU) run in spawned processes, each pinned to one GPU.
     Every shard is claimed by `run_shard` itself (bench.results.lease), in whichever process runs it -- here, a pool
     worker or a SLURM array task (bench.running.executors calls this) -- so a shard that another live runner holds on
     the same results folder is left to it (outcome `held`), and one whose holder died is taken over.
+
+    `handle_signals` (a local `clbench run`; never under SLURM, where submitit owns the signals): a SIGTERM or
+    SIGINT stops the running shards at a safe point (bench.results.stopping; outcomes `stopped`, not reported)
+    and starts no new one; `stop_report` then says so.
     """
-    report = report or (lambda i, n, o: None)
+    with stopping.handled() if handle_signals else contextlib.nullcontext():
+        return _execute(shards, results_dir, jobs, device, overwrite, progress, report or (lambda i, n, o: None),
+                        request, shards_per_gpu, handle_signals)
+
+
+def _execute(shards: list[Shard], results_dir: Path, jobs: int, device: str, overwrite: bool, progress: bool,
+             report: Callable[[int, int, ShardOutcome], None], request: ShardRequest, shards_per_gpu: int,
+             handle_signals: bool) -> list[ShardOutcome]:
     outcomes: list[ShardOutcome] = []
     if max(jobs, shards_per_gpu) <= 1 or len(shards) <= 1:
+        unwritable = ""
         for i, shard in enumerate(shards, start=1):
-            outcomes.append(run_shard(shard.spec, shard.data, results_dir, device, overwrite, progress,
-                                      request=request))
-            report(i, len(shards), outcomes[-1])
+            if stopping.pending():
+                break
+            outcome = not_run(shard, unwritable) if unwritable else \
+                run_shard(shard.spec, shard.data, results_dir, device, overwrite, progress, request=request)
+            unwritable = unwritable or (outcome.message if outcome.unwritable else "")
+            outcomes.append(outcome)
+            if outcome.status not in STOPPED:
+                report(i, len(shards), outcome)
         return outcomes
     import torch
 
@@ -208,24 +233,46 @@ def execute(shards: list[Shard], results_dir: Path, jobs: int = 1, device: str =
     threads = max(1, cpu_count() // workers)
     worker_device = "cuda" if gpu_count else device
     pending, done_count = list(shards), 0
+    unwritable = ""
     for attempt in range(2):  # a pool broken by a dead worker is replaced once; the retry resumes checkpoints
         broken: list[Shard] = []
         with ProcessPoolExecutor(max_workers=min(workers, len(pending)), mp_context=context,
-                                 initializer=_init_worker, initargs=(gpu_ids, threads, os.getpid())) as pool:
+                                 initializer=_init_worker,
+                                 initargs=(gpu_ids, threads, os.getpid(), handle_signals)) as pool:
             futures = {pool.submit(_run_in_worker, shard, results_dir, worker_device,
                                    retry_overwrite(shard, results_dir, overwrite, attempt), request): shard
                        for shard in pending}
+            stopping.forward_to(lambda signum: pass_on(pool, signum))
+            if stopping.pending():  # came while the pool started
+                pass_on(pool, stopping.received())
+            cancelled = False
             for future in as_completed(futures):
-                try:
-                    outcome = future.result()
-                except Exception as exc:  # the worker process itself died (killed, out of memory)
-                    if attempt == 0:
-                        broken.append(futures[future])
-                        continue
-                    outcome = ShardOutcome(futures[future].spec.key, "failed", f"worker died: {exc}")
+                if future.cancelled():  # after a stop or an unwritable folder
+                    outcome = not_run(futures[future], unwritable) if unwritable else None
+                else:
+                    try:
+                        outcome = future.result()
+                    except Exception as exc:  # the worker process itself died (killed, out of memory)
+                        if stopping.pending():  # killed by the stop signal before it could handle it
+                            outcome = ShardOutcome(futures[future].spec.key, "cancelled", f"worker ended: {exc}")
+                        elif attempt == 0:
+                            broken.append(futures[future])
+                            continue
+                        else:
+                            outcome = ShardOutcome(futures[future].spec.key, "failed", f"worker died: {exc}")
+                if outcome is not None and outcome.unwritable and not unwritable:
+                    unwritable = outcome.message
+                if (stopping.pending() or unwritable) and not cancelled:
+                    for other in futures:
+                        other.cancel()  # those no worker has taken yet
+                    cancelled = True
+                if outcome is None:
+                    continue
                 done_count += 1
                 outcomes.append(outcome)
-                report(done_count, len(shards), outcome)
+                if outcome.status not in STOPPED:
+                    report(done_count, len(shards), outcome)
+            stopping.forward_to(None)
         if not broken:
             break
         log.warning("a worker process died; %d shard(s) go to a fresh pool", len(broken))
@@ -234,6 +281,47 @@ def execute(shards: list[Shard], results_dir: Path, jobs: int = 1, device: str =
             for gpu in slots[:min(workers, len(pending))]:
                 gpu_ids.put(gpu)
     return outcomes
+
+
+def pass_on(pool: ProcessPoolExecutor, signum: int) -> None:
+    """Send a stop signal to the pool's worker processes (each stops its shard at a safe point)."""
+    try:
+        pids = list(getattr(pool, "_processes", None) or {})  # CPython's ProcessPoolExecutor: pid -> process
+    except RuntimeError:  # changed size while read: a worker is being started or has ended
+        pids = []
+    for pid in pids:
+        try:
+            os.kill(pid, signum)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+
+def not_run(shard: Shard, reason: str) -> ShardOutcome:
+    """A shard not started because the results folder took no write (`reason`): failed, as each would be."""
+    return ShardOutcome(shard.spec.key, "failed", f"not run: {reason}")
+
+
+def stop_report(outcomes: list[ShardOutcome], planned: int) -> tuple[int, str] | None:
+    """After a sweep a SIGTERM or SIGINT stopped: its exit code (128 + the signal: 143, 130) and one line saying
+    where each running shard stopped and how to go on; None when no stop came, or came once every shard ended."""
+    signum = stopping.received()
+    stopped = [o for o in outcomes if o.status == "stopped"]
+    ended = [o for o in outcomes if o.status not in STOPPED]
+    if not signum or (not stopped and len(ended) >= planned):
+        return None
+    name = stopping.signal_name(signum)
+    left = planned - len(ended) - len(stopped)
+    unstarted = f" ({left} more shard(s) not started)" if left else ""
+    go_on = "`clbench run --resume` with the same arguments continues"
+    if len(stopped) == 1:
+        where = stopped[0].message.removeprefix(f"stopped by {name} ")
+        line = f"stopped by {name} {where} ({stopped[0].key}){unstarted}; {go_on} it"
+    elif stopped:
+        parts = ", ".join(f"{o.key} {o.message.removeprefix(f'stopped by {name} ')}" for o in stopped)
+        line = f"stopped by {name}: {parts}{unstarted}; {go_on} them"
+    else:
+        line = f"stopped by {name} between shards ({left} of {planned} not run); {go_on} the sweep"
+    return stopping.exit_code(), f"clbench: {line}"
 
 
 def retry_overwrite(shard: Shard, results_dir: Path, overwrite: bool, attempt: int) -> bool:
@@ -253,7 +341,10 @@ def plan_sweep(options: RunOptions) -> list[Shard]:
 
 
 def execute_sweep(shards: list[Shard], options: RunOptions,
-                  report: Callable[[int, int, ShardOutcome], None] | None = None) -> list[ShardOutcome]:
-    """`execute` the planned shards of a checked `clbench run` here, as its options say."""
+                  report: Callable[[int, int, ShardOutcome], None] | None = None,
+                  handle_signals: bool = False) -> list[ShardOutcome]:
+    """`execute` the planned shards of a checked `clbench run` here, as its options say (`handle_signals`: the
+    command's SIGTERM and SIGINT stop it at a safe point, see `execute`)."""
     return execute(shards, options.results_dir, options.jobs, options.device, options.overwrite, options.progress,
-                   report, options.request or ShardRequest(), shards_per_gpu=options.shards_per_gpu)
+                   report, options.request or ShardRequest(), shards_per_gpu=options.shards_per_gpu,
+                   handle_signals=handle_signals)

@@ -16,8 +16,9 @@ import numpy as np
 from sklearn.metrics import confusion_matrix
 
 import bench.methods  # noqa: F401  (registers the methods)
-from bench.results import lease, store
+from bench.results import faults, lease, stopping, store
 from bench.data.batching import Encoded, auto_bucket
+from bench.data.bounds import TextBound, bound_data
 from bench.training.compile import compile_encoder
 from bench.data.loading import TextData
 from bench.encoders.models import build_encoder
@@ -44,7 +45,8 @@ CACHE = ".cache"  # under the results folder: augmented views shared by runs on 
 @dataclass
 class ShardOutcome:
     """How a shard ended: `done`, `skipped` (already finished), `held` (another live runner holds its lease and
-    trains it; not a failure) or `failed` (with the reason)."""
+    trains it; not a failure), `failed` (with the reason), `stopped` (by a SIGTERM or SIGINT: its last checkpoint
+    kept, its lease released; the message says how far it got) or `cancelled` (a stop came before it started)."""
 
     key: str
     status: str
@@ -52,6 +54,7 @@ class ShardOutcome:
     seconds: float = 0.0
     rows: list[dict[str, Any]] = field(default_factory=list)
     evaluations: list[Any] = field(default_factory=list)  # EvalOutcome per requested evaluator
+    unwritable: bool = False  # failed as the results folder took no write (full, read-only): so would the next
 
 
 def ids_digest(ids: list[str]) -> str:
@@ -82,7 +85,33 @@ def run_shard(spec: RunSpec, data: TextData, results_dir: Path, device: str = "a
 
     Everything this writes into the run folder (tidying up, --overwrite's reset, the checkpoint's load and
     removal, results, evaluations) happens while it holds the shard's lease (bench.results.lease); a finished shard
-    with nothing to tend is skipped without one."""
+    with nothing to tend is skipped without one. Where a sweep handles SIGTERM and SIGINT (bench.results.stopping)
+    one stops the shard at a safe point (`stopped`: its last epoch checkpoint kept, its lease released), and one
+    received before it starts cancels it. A results folder that takes no write (full, read-only) fails it with
+    that one line (`unwritable`), its earlier files intact."""
+    run_dir = results_dir / spec.key
+    if stopping.pending():
+        return ShardOutcome(spec.key, "cancelled", f"not started: stopped by "
+                            f"{stopping.signal_name(stopping.received())}")
+    started = time.perf_counter()
+    try:
+        with stopping.armed():
+            return claim_and_run(spec, data, results_dir, device, overwrite, progress, gather, request)
+    except stopping.Stopped as stop:
+        lease.release_all()  # one it was stopped on its way into the `with` of (the shard's, the table's)
+        where = stop.where or ("before training resumed (its last checkpoint is kept)"
+                               if (run_dir / CHECKPOINT).exists() else "before its first epoch ended")
+        if store.is_finished(run_dir):
+            where = "while evaluating (its training results are kept)"
+        return ShardOutcome(spec.key, "stopped", f"stopped by {stopping.signal_name(stop.signum)} {where}",
+                            time.perf_counter() - started)
+    except faults.WriteFailed as exc:  # taking its lease, tending a finished run, gathering the table
+        return ShardOutcome(spec.key, "failed", str(exc), time.perf_counter() - started, unwritable=True)
+
+
+def claim_and_run(spec: RunSpec, data: TextData, results_dir: Path, device: str, overwrite: bool, progress: bool,
+                  gather: bool, request: ShardRequest) -> ShardOutcome:
+    """`run_shard` without its handling of stop signals and unwritable folders."""
     run_dir = results_dir / spec.key
     if not overwrite and store.is_finished(run_dir) and not needs_tending(run_dir, request):
         outcome = ShardOutcome(spec.key, "skipped", "already finished", rows=store.read_json(run_dir / store.ROWS))
@@ -114,7 +143,7 @@ def run_shard(spec: RunSpec, data: TextData, results_dir: Path, device: str = "a
                 except lease.LeaseLost:
                     raise
                 except BenchError as exc:
-                    return fail(run_dir, spec, str(exc), "", started)
+                    return fail(run_dir, spec, str(exc), "", started, isinstance(exc, faults.WriteFailed))
                 except Exception as exc:  # a bug or an environment problem: keep the traceback with the run
                     return fail(run_dir, spec, failure_reason(exc, request), traceback.format_exc(), started)
                 outcome = ShardOutcome(spec.key, "done", warning, seconds=time.perf_counter() - started,
@@ -180,11 +209,16 @@ def failure_reason(exc: Exception, request: ShardRequest) -> str:
     return reason
 
 
-def fail(run_dir: Path, spec: RunSpec, reason: str, trace: str, started: float) -> ShardOutcome:
-    """Record a failed shard in `error.json` (no result rows) and report it."""
-    store.write_json(run_dir / store.ERROR, {"key": spec.key, "reason": reason, "traceback": trace,
-                                            "at": datetime.now(timezone.utc).isoformat()})
-    return ShardOutcome(spec.key, "failed", reason, time.perf_counter() - started)
+def fail(run_dir: Path, spec: RunSpec, reason: str, trace: str, started: float,
+         unwritable: bool = False) -> ShardOutcome:
+    """Record a failed shard in `error.json` (no result rows; not where the folder takes no write) and report
+    it; `unwritable`: it failed as the results folder took no write."""
+    try:
+        store.write_json(run_dir / store.ERROR, {"key": spec.key, "reason": reason, "traceback": trace,
+                                                "at": datetime.now(timezone.utc).isoformat()})
+    except faults.WriteFailed:
+        pass  # the folder is full or read-only: the outcome still says why
+    return ShardOutcome(spec.key, "failed", reason, time.perf_counter() - started, unwritable=unwritable)
 
 
 def train_and_evaluate(spec: RunSpec, data: TextData, run_dir: Path, device_name: str, progress: bool,
@@ -205,7 +239,8 @@ def train_and_evaluate(spec: RunSpec, data: TextData, run_dir: Path, device_name
     bucket = request.length_bucket if request.length_bucket is not None else auto_bucket(device.type, request.compile)
     phases: dict[str, float] = {}  # the fixed cost of a shard, besides training: seconds per phase
     clock = time.perf_counter()
-    bundle = build_encoder(spec.encoder, data.train.texts, spec.train)
+    bundle = build_encoder(spec.encoder, data.train.texts, spec.train)  # a word vocabulary: of the texts as loaded
+    data = bound_data(data, TextBound(spec.train.max_length, bundle.tokenize_words))  # cut to what the model sees
     method_class = METHODS.get(spec.method)
     method = method_class(bundle.model, data.num_labels, method_class.Config(**dict(spec.method_config)),
                           head_dropout=spec.train.head_dropout)
@@ -246,7 +281,8 @@ def train_and_evaluate(spec: RunSpec, data: TextData, run_dir: Path, device_name
         "history": fit.history, "best_epoch": fit.best_epoch, "best_val_accuracy": fit.best_val_accuracy,
         "resumed_from_epoch": fit.resumed_from_epoch, "stopped_early": fit.stopped_early,
         "encoder": bundle.info, "phases": {k: round(v, 3) for k, v in phases.items()},
-        "compiled": compiled, "length_bucket": bucket, "deterministic": deterministic, "collapsed": collapsed})
+        "compiled": compiled, "length_bucket": bucket, "deterministic": deterministic, "collapsed": collapsed,
+        "texts_cut": data.texts_cut})
     if fit.method_state:
         store.write_json(run_dir / store.METHOD_STATE, fit.method_state)
 
@@ -260,6 +296,7 @@ def train_and_evaluate(spec: RunSpec, data: TextData, run_dir: Path, device_name
             "collapsed": int(bool(collapsed)),  # 1: the model predicts one class whatever the input
             "compiled": compiled, "length_bucket": bucket,  # speed settings: not in the run key, recorded here
             "deterministic": int(deterministic),  # 1: deterministic kernels (a CPU, or --deterministic)
+            "texts_cut": sum(data.texts_cut.values()),  # texts longer than max_length tokens, cut (bench.data.bounds)
             **provenance(device), "finished_at": datetime.now(timezone.utc).isoformat()}
     rows = [{**base, "split": "test", **record, **meta}
             for record in classification_records(data.test.labels, predicted, names)]

@@ -22,6 +22,7 @@ from tqdm.auto import tqdm
 from bench.data.batching import Encoded, collate, in_input_order, length_grouped_batches, sorted_batches, to_device
 from bench.errors import BenchError
 from bench.spec import TrainConfig
+from bench.results import stopping
 from bench.results.store import atomic_torch_save
 from bench.training.tracking import Tracker
 from bench.methods.base import Method, Progress
@@ -262,6 +263,7 @@ class Trainer:
                 losses, total = self.step(self.batch(train, index), optimizer)
             scheduler.step()
             state["step"] += 1
+            stopping.check()  # a safe point (a stop signal during a write waited for it)
             self.method.on_step_end(Progress(epoch + 1, self.cfg.epochs, state["step"], total_steps))
             for name, value in {"loss": total, **losses}.items():
                 sums[name] = sums.get(name, 0.0) + value.detach().float()
@@ -331,8 +333,11 @@ class Trainer:
         """Write everything needed to resume after this epoch (atomically)."""
         if self.checkpoint is None:
             return
-        atomic_torch_save({"model": self.method.state_dict(), "optimizer": optimizer.state_dict(),
-                           "scheduler": scheduler.state_dict(), "rng": rng_state(), **state}, self.checkpoint)
+        with stopping.deferred():  # a stop signal waits: the checkpoint and what a stop says agree
+            atomic_torch_save({"model": self.method.state_dict(), "optimizer": optimizer.state_dict(),
+                               "scheduler": scheduler.state_dict(), "rng": rng_state(), **state}, self.checkpoint)
+            stopping.note(f"after epoch {state['epoch']}")
+        stopping.check()  # a safe point: right after the checkpoint
 
     def restore(self, optimizer: torch.optim.Optimizer, scheduler: Any, state: dict[str, Any]) -> int:
         """Load the last checkpoint if there is one; returns the number of epochs it had completed."""
@@ -344,6 +349,7 @@ class Trainer:
         scheduler.load_state_dict(saved.pop("scheduler"))
         set_rng_state(saved.pop("rng"))
         state.update(saved)
+        stopping.note(f"after epoch {state['epoch']}")
         log.info("%s: resuming after epoch %d from %s", self.desc, state["epoch"], self.checkpoint)
         return int(state["epoch"])
 
