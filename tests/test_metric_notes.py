@@ -100,3 +100,26 @@ def test_a_run_on_one_test_example_per_class_notes_every_nan(tmp_path, results, 
     nan_rows = [r for r in rows if isinstance(r["value"], float) and math.isnan(r["value"])]
     assert {r["metric"] for r in nan_rows} == {"alignment_class", "cos_within", "cos_gap"}
     assert all(r["note"].startswith("one example per class") for r in nan_rows)
+
+
+def test_textfooler_metrics_that_cannot_be_computed_say_why():
+    """summarise: an empty sample, a sample the model got all wrong, and no success each note their NaN rows."""
+    from bench.attack.search import AttackResult, summarise
+
+    def result(status):
+        return AttackResult(gold=0, original_text="a b", adversarial_text="a c", original_pred=0,
+                            final_pred=1 if status == "success" else 0, status=status, words_changed=1,
+                            num_words=2, queries=3.0)
+
+    def notes(results):
+        return {r["metric"]: r.get("note") for r in summarise(results, 1.0) if r["value"] != r["value"]}
+
+    assert set(notes([])) == {"clean_accuracy", "accuracy_under_attack", "attack_success_rate",
+                              "words_changed_pct", "queries_per_example"}
+    assert all("empty" in note for note in notes([]).values())
+    skipped = notes([result("skipped")] * 2)
+    assert set(skipped) == {"attack_success_rate", "words_changed_pct", "queries_per_example"}
+    assert all("misclassified every" in note for note in skipped.values())
+    assert notes([result("failed")]) == {"words_changed_pct": "no attack succeeded: there are no changed words to "
+                                                             "average"}
+    assert notes([result("success"), result("failed")]) == {}

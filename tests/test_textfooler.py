@@ -575,3 +575,15 @@ def test_attack_vocabulary_keeps_each_spelling_of_a_neighbour_and_refuses_a_part
     assert [words[r] for r in rows] == ["good", "Good", "fine"]
     with pytest.raises(ValueError, match="searches 2 of its 4 words"):
         attack_vocabulary(WordVectors("partial", words, matrix.astype(np.float32), search_size=2), ["fine"])
+
+
+def test_transfer_from_a_source_with_no_success_notes_the_nan(tmp_path):
+    """A constant source model cannot be fooled: the transfer's adversarial_accuracy is NaN and says why."""
+    constant = KeywordClassifier(LABELS, {"positive": set(), "negative": set()}, default="negative")
+    evaluate_and_store(evaluator(), context(tmp_path, "stubborn", constant))
+    rows = evaluator().evaluate(context(tmp_path, "target", keyword_classifier(), attack_mode="transfer",
+                                        attack_source="stubborn")).rows
+    row = next(r for r in rows if r["metric"] == "adversarial_accuracy")
+    assert row["value"] != row["value"] and row["n"] == 0
+    assert "none of the source run's adversarial examples succeeded" in row["note"]
+    assert all("note" not in r for r in rows if r["metric"] != "adversarial_accuracy")

@@ -257,7 +257,7 @@ def summarise(results: Sequence[AttackResult], seconds: float) -> list[dict[str,
         """num / den, NaN when den is 0."""
         return float(num) / den if den else float("nan")
 
-    return [
+    rows = [
         {"metric": "clean_accuracy", "value": ratio(len(attacked), n), "n": n},
         {"metric": "accuracy_under_attack", "value": ratio(len(attacked) - len(won), n), "n": n},
         {"metric": "attack_success_rate", "value": ratio(len(won), len(attacked)), "n": len(attacked)},
@@ -267,3 +267,11 @@ def summarise(results: Sequence[AttackResult], seconds: float) -> list[dict[str,
         {"metric": "examples_per_second", "value": n / seconds if seconds > 0 else float("nan"), "n": n},
         {"metric": "skipped_examples", "value": float(n - len(attacked)), "n": n},
     ]
+    why = ("no text to attack: the attack sample is empty" if not n
+           else "nothing attacked: the model misclassified every sampled text before the attack" if not attacked
+           else "no attack succeeded: there are no changed words to average" if not won
+           else "no time measured")
+    for row in rows:  # a metric that cannot be computed says why (never a bare NaN)
+        if row["value"] != row["value"]:
+            row["note"] = why
+    return rows

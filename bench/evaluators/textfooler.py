@@ -207,5 +207,8 @@ class TextFooler(Evaluator):
         metrics = (("clean_accuracy", float((on_original == gold).mean()), n),
                    ("adversarial_accuracy", adversarial_accuracy, n_won),
                    ("accuracy_under_attack", float((under_attack == gold).mean()), n))
-        return Evaluation([{"split": SPLIT, "metric": metric, "value": value, "n": count, **columns}
-                           for metric, value, count in metrics], {TRANSFER_FILE: per_example})
+        rows = [{"split": SPLIT, "metric": metric, "value": value, "n": count, **columns}
+                for metric, value, count in metrics]
+        if not n_won:  # a metric that cannot be computed says why
+            rows[1]["note"] = f"none of the source run's adversarial examples succeeded ({source}): nothing to score"
+        return Evaluation(rows, {TRANSFER_FILE: per_example})
