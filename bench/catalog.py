@@ -357,10 +357,10 @@ def registry(kind: str) -> Registry:
 
 
 def evaluator_names(names: list[str] | None, evaluators: Registry | None = None) -> list[str]:
-    """Canonical evaluator names; None means every registered evaluator, ["none"] none. `evaluators`: the
-    registry to check against (default: the real one, bench.registry.EVALUATORS)."""
+    """Canonical evaluator names; None or ["all"] means every registered evaluator, ["none"] none. `evaluators`:
+    the registry to check against (default: the real one, bench.registry.EVALUATORS)."""
     evaluators = EVALUATORS if evaluators is None else evaluators
-    if names is None:
+    if names is None or names == ["all"]:
         return [name for name, _ in evaluators.items()]
     if names == ["none"]:
         return []

@@ -31,6 +31,10 @@ REAL_WORDNET = os.environ.get(WORDNET_ENV)
 TINY_WORDNET = write_tiny_wordnet(Path(tempfile.mkdtemp(prefix="clbench-tests-wordnet-")))
 atexit.register(shutil.rmtree, TINY_WORDNET.parents[1], True)
 os.environ[WORDNET_ENV] = str(TINY_WORDNET)
+# The suite's shards train for a second or two, under the default's 30 s between resume checkpoints: they write
+# one after every epoch, so that the tests of resuming, stopping and leases have one (tests of the default drop it).
+CHECKPOINT_ENV = "BENCH_CHECKPOINT_EVERY_S"
+os.environ[CHECKPOINT_ENV] = "0"
 FIXTURE = ROOT / "datasets" / "fixtures" / "tiny"
 # A tiny random BERT that learns the fixture in a few epochs on CPU (evaluators are tested on their own).
 FAST = ["--encoder", "tiny-bert", "--epochs", "2", "--lr", "1e-3", "--batch-size", "8", "--no-progress",
@@ -143,6 +147,7 @@ def launch_env(drop: tuple[str, ...], **extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(drop)}
     env.update(HF_HUB_OFFLINE="1", OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", TOKENIZERS_PARALLELISM="false",
                PYTHONPATH=os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")]).rstrip(os.pathsep))
+    env.setdefault(CHECKPOINT_ENV, "0")
     env.update(extra)
     return env
 

@@ -286,17 +286,52 @@ def test_shards_runs_k_training_processes_at_once(tiny, capsys):
     assert 0 <= two["overlap"] <= 1 and report["concurrency"]["2"]["aggregate_seq_per_s"] > 0
 
 
-def test_shard_cost_splits_a_real_shard_wall_time(tiny, capsys):
+def test_shard_cost_splits_each_shard_of_a_worker(tiny, capsys):
     report, _ = run_perf(capsys, "shard-cost", "--dataset", tiny, "--encoder", "tiny-bert", "--epochs", "2",
-                         "--batch-size", "8", "--max-length", "32", "--evaluators", "repr", "--quiet")
-    assert report["run_key"].startswith("ce_tiny_tiny-bert_s1_") and report["epochs"] == 2
-    phases, parts, wall = report["phases"], report["parts"], report["wall_seconds"]
-    assert set(phases) == {"build_seconds", "prepare_seconds", "tokenize_seconds", "test_seconds"}
-    assert all(v >= 0 for v in [*phases.values(), *parts.values()])
-    assert sum(phases.values()) + parts["train_seconds"] + parts["evaluator_seconds"] <= wall
-    assert sum(parts.values()) == pytest.approx(wall, abs=0.05)   # the parts account for the whole wall time
-    assert set(report["evaluators"]) == {"repr"} and len(report["epoch_seconds"]) == 2
+                         "--batch-size", "8", "--max-length", "32", "--evaluators", "repr", "--shards", "2", "--quiet")
+    assert report["run_key"].startswith("ce_tiny_tiny-bert_s1_") and report["epochs"] == 2 and report["shards"] == 2
+    first, second = report["per_shard"]
+    assert second["run_key"].startswith("ce_tiny_tiny-bert_s2_")
+    for shard in (first, second):
+        parts = shard["parts"]
+        assert all(v >= 0 for v in parts.values()) and set(shard["evaluators"]) == {"repr"}
+        assert sum(parts.values()) == pytest.approx(shard["seconds"], abs=0.05)  # the parts account for it all
+        assert parts["validation_seconds"] > 0 and parts["evaluator_seconds"] > 0
+        assert parts["checkpoint_seconds"] > 0  # the suite's checkpoint after every epoch (conftest)
+        assert shard["fixed_seconds"] == pytest.approx(
+            shard["seconds"] - parts["train_seconds"] - parts["validation_seconds"], abs=0.01)
+        assert shard["fixed_without_evaluators_seconds"] < shard["fixed_seconds"]
+    assert report["fixed_seconds_per_shard"] == second["fixed_seconds"]  # the median after the first
+    assert report["first_shard_fixed_seconds"] == first["fixed_seconds"]
+    assert report["startup_seconds"] > 0 and report["target_seconds"] == 3.0
+    assert report["startup_seconds"] + first["seconds"] + second["seconds"] == pytest.approx(
+        report["wall_seconds"], abs=0.1)
+    assert set(report["phases"]) == {"build_seconds", "prepare_seconds", "tokenize_seconds", "test_seconds"}
     assert 0 < report["fixed_share_of_wall"] <= 1 and report["suggested_shard_overhead_s"] >= 0
+
+
+def test_grid_cost_sets_a_grid_wall_time_against_its_training(tiny, capsys):
+    report, _ = run_perf(capsys, "grid-cost", "--dataset", tiny, "--encoder", "tiny-bert", "--epochs", "1",
+                         "--batch-size", "8", "--max-length", "32", "--methods", "ce,supcon",
+                         "--grid", "supcon.tau=0.1,0.3", "--shards", "4", "--train-size", "8", "--quiet")
+    assert report["shards"] == 6 and report["train_size"] == 8  # 3 combinations a seed: 2 seeds for 4 shards
+    assert "--grid supcon.tau=0.1,0.3" in report["command"] and "--train-size 8" in report["command"]
+    assert report["evaluators"] == []  # a knob grid's default: clean metrics only
+    wall, train = report["wall_seconds"], report["train_seconds"]
+    assert 0 < train < train + report["validation_seconds"] + report["test_seconds"] < wall
+    assert report["training_share"] == pytest.approx(train / wall, abs=0.002)
+    assert report["training_share"] < report["model_passes_share"] < 1
+    assert report["overhead_seconds_per_shard"]["median"] > 0
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["grid-cost", "--grid", "supcon.tau"], "expected METHOD.KNOB=V1,V2"),
+    (["grid-cost", "--methods", "ce", "--grid", "supcon.tau=0.1,0.3"], "expected METHOD.KNOB=V1,V2"),
+    (["shard-cost", "--grid", "supcon.tau=0.1,0.3"], "--grid is for grid-cost"),
+    (["grid-cost", "--shards", "0"], "--shards must be >= 1")])
+def test_grid_cost_refuses_a_grid_it_cannot_count(argv, message, capsys):
+    assert perf_main(argv) == 2
+    assert message in capsys.readouterr().err
 
 
 def test_compile_times_eager_and_compiled_steps_and_reports_what_cannot_compile(tiny, capsys, monkeypatch):

@@ -375,3 +375,8 @@ def test_after_a_grid_and_regimes_the_next_steps_select_on_validation():
     assert any("--table compare --select-by validation" in step for step in steps)
     assert any(step.startswith("clbench plot curve --results-dir elsewhere --select-by validation")
                for step in steps)
+    assert not any("evaluate --selected" in step for step in steps)  # no request: nothing said of evaluators
+    for evaluators, said in (((), True), (("repr",), False)):
+        grid.request = SimpleNamespace(evaluators=evaluators)
+        steps = next_steps(grid, ["ce_d_e_s1_x"])
+        assert any(s.startswith("clbench evaluate --selected --results-dir elsewhere") for s in steps) == said

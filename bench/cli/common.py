@@ -167,7 +167,9 @@ def add_evaluator_options(parser: argparse.ArgumentParser) -> None:
     from bench.evaluators.base import EvalOptions
 
     parser.add_argument("--evaluators", type=comma_list, default=None,
-                        help="comma-separated evaluators (default: all that fit the dataset; 'none' for none)")
+                        help="comma-separated evaluators (default: all that fit the dataset, except in a knob grid of "
+                             "`clbench run`, where none run: `clbench evaluate --selected` scores the chosen "
+                             "combinations; 'all': every one that fits, 'none': none)")
     defaults = EvalOptions()
     for name in EvalOptions.field_names():
         if name == "data_dir":
@@ -229,14 +231,19 @@ def request_fields(args: argparse.Namespace, file_run: dict[str, Any], data_dir:
     deterministic = file_run.get("deterministic", False) if deterministic is None else deterministic
     if not isinstance(deterministic, bool):
         raise BenchError(f"deterministic: expected true or false, got {deterministic!r}")
+    from bench.training.checkpoint_policy import checked_every_s, default_checkpoint_every_s
     from bench.training.tracking import parse_report_to, require_packages
+
+    every = getattr(args, "checkpoint_every_s", None)
+    every = file_run.get("checkpoint_every_s") if every is None else every
+    every = default_checkpoint_every_s() if every is None else checked_every_s(every, "--checkpoint-every-s")
 
     report_to = getattr(args, "report_to", None)
     report_to = parse_report_to(file_run.get("report_to") if report_to is None else report_to)
     require_packages(report_to)  # a missing package fails now, before anything trains
     return {"evaluators": tuple(evaluator_names(names, evaluators)), "options": eval_options(args, file_run, data_dir),
-            "save_model": save, "explicit": names is not None, "compile": compiled, "length_bucket": bucket,
-            "deterministic": deterministic, "report_to": report_to}
+            "save_model": save, "explicit": names not in (None, ["all"]), "compile": compiled, "length_bucket": bucket,
+            "deterministic": deterministic, "report_to": report_to, "checkpoint_every_s": every}
 
 
 def shard_request(args: argparse.Namespace, file_run: dict[str, Any], data_dir: str | None) -> Any:

@@ -8,6 +8,7 @@ from typing import Any
 
 from bench.cli.common import RESULTS_HELP, add_evaluator_options, comma_list, print_evaluations, \
     report_failed_evaluations, shard_request
+from bench.cli.selecting import add_seed_options, selected_runs
 from bench.errors import BenchError
 from bench.results.store import check_results_dir, results_dir as resolve_results_dir
 
@@ -20,6 +21,11 @@ def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
                                           "are skipped unless --overwrite.")
     evaluate.add_argument("runs", nargs="*", metavar="RUN",
                           help="run keys, glob patterns such as 'ce_mr_*', or run folders")
+    evaluate.add_argument("--selected", action="store_true",
+                          help="instead of runs: the runs `clbench report --select-by validation` reports, i.e. per "
+                               "method x dataset x encoder (x data regime) the knob combination with the best "
+                               "validation accuracy, on its evaluation seeds (after a `clbench run --grid`)")
+    add_seed_options(evaluate, "--selected", "evaluate")
     evaluate.add_argument("--model", default=None, metavar="PATH_OR_HUB_ID",
                           help="instead of runs: a sequence-classification model trained elsewhere (a local Hugging "
                                "Face folder, e.g. one `clbench export` wrote, or a Hub id), scored on --datasets and "
@@ -56,7 +62,8 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         return evaluate_model(args, request, results_dir)
     if not evaluators:
         raise BenchError("no evaluators chosen; see `clbench list evaluators`")
-    runs = find_runs(results_dir, args.runs)
+    runs = selected_runs(results_dir, args.selection_seeds, args.eval_seeds) if args.selected \
+        else find_runs(results_dir, args.runs)
     for folder in dict.fromkeys(run.parent for run in runs):  # evaluations and the table are written there
         check_results_dir(folder)
     check_external(runs)
@@ -82,7 +89,13 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
 
 
 def check_targets(args: argparse.Namespace) -> None:
-    """Runs, or --model with --datasets: a BenchError for any other combination."""
+    """Runs, --selected, or --model with --datasets: a BenchError for any other combination."""
+    if args.selected and (args.runs or args.model):
+        raise BenchError(f"--selected chooses the runs itself: drop {'--model' if args.model else 'the RUN arguments'}"
+                         " (or drop --selected)")
+    if not args.selected and (args.selection_seeds is not None or args.eval_seeds is not None):
+        raise BenchError("--selection-seeds and --eval-seeds pick the seeds of --selected: add --selected (or drop "
+                         "them)")
     if args.model and args.runs:
         raise BenchError("give run keys or --model, not both: --model scores a model trained elsewhere")
     if args.model and not args.datasets:
@@ -90,8 +103,9 @@ def check_targets(args: argparse.Namespace) -> None:
     if not args.model and (args.datasets or args.label_map):
         raise BenchError(f"{'--datasets' if args.datasets else '--label-map'} applies to --model only; runs are "
                          "scored on their own data")
-    if not args.model and not args.runs:
-        raise BenchError("nothing to evaluate: give run keys (e.g. 'ce_mr_*'), or --model PATH --datasets NAME")
+    if not args.model and not args.runs and not args.selected:
+        raise BenchError("nothing to evaluate: give run keys (e.g. 'ce_mr_*'), --selected, or --model PATH "
+                         "--datasets NAME")
 
 
 def check_external(runs: list[Any]) -> None:

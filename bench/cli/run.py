@@ -111,6 +111,10 @@ def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
     run.add_argument("--length-bucket", type=int, default=None, metavar="N",
                      help="pad each batch to a multiple of N tokens (0: to its longest example; default: 16 with "
                           "--compile, 8 on a GPU, 0 on a CPU; not in the run key)")
+    run.add_argument("--checkpoint-every-s", type=float, default=None, metavar="S",
+                     help="write a shard's resume checkpoint at the end of an epoch only once S seconds of training "
+                          "are unsaved (default: $BENCH_CHECKPOINT_EVERY_S or 30; 0: after every epoch): a shorter "
+                          "shard writes none and a kill re-runs it; not in the run key")
     run.add_argument("--deterministic", action="store_true", default=None,
                      help="bit-reproducible training on any device: deterministic algorithms (an operation without "
                           "one fails the shard), attention on the math kernel; slower on a GPU; a CPU is "
@@ -156,6 +160,10 @@ def cmd_run(args: argparse.Namespace) -> int:
                          opts.sample, len(opts.seeds))
     if budget:
         print(budget, file=sys.stderr)
+    if opts.grid and args.evaluators is None and opts.request is not None and not opts.request.evaluators:
+        print("clbench: a knob grid runs clean metrics only; `clbench evaluate --selected` then scores each "
+              "method's combination chosen on validation (or give --evaluators all to score every one)",
+              file=sys.stderr)
     planned_keys = [s.spec.key for s in shards]
     if opts.resume or (opts.executor == "slurm" and not opts.overwrite):
         shards = skip_active(shards, results_dir)  # never queue a shard twice

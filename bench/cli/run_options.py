@@ -110,6 +110,8 @@ def checked_run_options(args: argparse.Namespace, check_encoders: bool = True
         raise BenchError(f"config file {args.config}: {exc}") from exc
     data_dir = args.data_dir or file_run.get("data_dir")
     request = request_fields(args, file_run, data_dir, registry("evaluator"))
+    if axes and getattr(args, "evaluators", None) is None and "evaluators" not in file_run:
+        request["evaluators"] = ()  # a knob grid: clean metrics everywhere, robustness on the chosen combinations
     jobs = args.jobs if args.jobs is not None else int(file_run.get("jobs", 1))
     if jobs < 1:
         raise BenchError("--jobs must be >= 1")

@@ -68,6 +68,9 @@ def next_steps(opts: RunOptions, keys: list[str]) -> list[str]:
     steps = [f"clbench results{folder}                      every result row (filter, export CSV/Parquet)",
              f"clbench report{folder} --table compare{select}       paired comparison with CIs and q-values",
              f"clbench report{folder} --html                one self-contained page to share"]
+    request = getattr(opts, "request", None)
+    if opts.grid and request is not None and not request.evaluators:
+        steps.append(f"clbench evaluate --selected{folder}   robustness evaluators on each chosen combination")
     if len(opts.regimes) > 1:
         steps.append(f"clbench plot curve{folder}{select}   test accuracy against the data regime")
     clld = next((k for k in keys if k.startswith("clld")), None)

@@ -8,7 +8,8 @@
     python -m bench.perf report --dataset 20ng --data-dir DATA     # the GPU targets at batch 32 and 128
     python -m bench.perf short-texts --data-dir DATA               # trec, mr: the old loop vs the fast path
     python -m bench.perf shards --concurrency 1,2,4 ...                      # K training processes sharing one device
-    python -m bench.perf shard-cost --dataset trec --data-dir DATA # the fixed cost of one real shard
+    python -m bench.perf shard-cost --dataset trec --data-dir DATA # the fixed cost of a real shard in a worker
+    python -m bench.perf grid-cost --dataset sst2 --data-dir DATA  # a few-shot knob grid: wall vs training
     python -m bench.perf compile --methods ce,clld-adaptive ...              # eager vs torch.compile step time
     python -m bench.perf profile --dataset 20ng --data-dir DATA --encoder bert-base-random  # one ce step under the PyTorch profiler
     python -m bench.perf estimate --config configs/clld-table2.yaml ...      # expected wall time of a sweep
@@ -42,7 +43,7 @@ from bench.perf.data_scale import data_scale
 from bench.perf.estimate import run_estimate
 from bench.perf.fast_path import short_texts
 from bench.perf.demo import demo
-from bench.perf.fixed_cost import shard_cost
+from bench.perf.fixed_cost import GRID_AXES, GRID_METHODS, grid_cost, shard_cost
 from bench.perf.hf_baseline import hf_trainer
 from bench.perf.loops import methods_step, overhead, padding
 from bench.perf.mfu import report, throughput
@@ -58,8 +59,8 @@ PROG = "python -m bench.perf"
 COMMANDS: dict[str, Callable[[argparse.Namespace], dict]] = {
     "overhead": overhead, "padding": padding, "methods": methods_step, "hf-trainer": hf_trainer,
     "throughput": throughput, "report": report, "short-texts": short_texts, "shards": shards,
-    "shard-cost": shard_cost, "compile": compile_bench, "estimate": run_estimate, "slurm": slurm_bench,
-    "demo": demo, "vectors": vectors_bench, "profile": profile, "data-scale": data_scale}
+    "shard-cost": shard_cost, "grid-cost": grid_cost, "compile": compile_bench, "estimate": run_estimate,
+    "slurm": slurm_bench, "demo": demo, "vectors": vectors_bench, "profile": profile, "data-scale": data_scale}
 
 
 class Parser(StrictParser):
@@ -82,10 +83,10 @@ def resolve(args: argparse.Namespace) -> None:
     """Check the options and fill in each command's defaults (BenchError on a mistake)."""
     command = args.command
     batch_size_given = args.batch_size is not None
-    if command != "shard-cost":  # shard-cost leaves these to `clbench run` (the dataset card's defaults)
+    if command not in ("shard-cost", "grid-cost"):  # left to `clbench run` (the dataset card's defaults)
         args.batch_size = 32 if args.batch_size is None else args.batch_size
         args.max_length = 128 if args.max_length is None else args.max_length
-    for option in ("batch_size", "max_length", "steps", "rounds", "slurm_shards"):
+    for option in ("batch_size", "max_length", "steps", "rounds", "slurm_shards", "shards", "train_size"):
         value = getattr(args, option)
         if value is not None and value < 1:
             raise BenchError(f"--{option.replace('_', '-')} must be >= 1, got {value}")
@@ -102,7 +103,13 @@ def resolve(args: argparse.Namespace) -> None:
     if 1 not in args.concurrency_list or len(set(args.concurrency_list)) != len(args.concurrency_list):
         raise BenchError(f"--concurrency needs 1 (the baseline) and distinct values, got {args.concurrency!r}")
     default_methods = {"methods": ",".join(INHERENT_PASSES), "compile": "ce,clld-adaptive", "shard-cost": "ce",
-                       "profile": "ce"}
+                       "profile": "ce", "grid-cost": GRID_METHODS}
+    if args.shards is None:
+        args.shards = 40 if command == "grid-cost" else 3
+    if args.evaluators is None and command == "shard-cost":
+        args.evaluators = "none"  # as a grid's shards run (grid-cost leaves it to the grid's own default)
+    if args.grid and command != "grid-cost":
+        raise BenchError("--grid is for grid-cost")
     args.methods = args.methods or default_methods.get(command, "ce")
     args.method_list = [METHODS.canonical(m) for m in args.methods.split(",") if m]
     if command == "shard-cost" and len(args.method_list) != 1:
@@ -155,7 +162,7 @@ def build_parser() -> Parser:
                         help="torch.compile backend for --compile and `compile` (default: inductor; eager: trace only)")
     parser.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
     parser.add_argument("--rows", type=int, default=1_000_000, help="data-scale: train rows generated (default 1M)")
-    sharding = parser.add_argument_group("shards, shard-cost")
+    sharding = parser.add_argument_group("shards, shard-cost, grid-cost")
     sharding.add_argument("--concurrency", default="1,2,4",
                           help="shards: processes sharing the device at once (each K launched --rounds times, "
                                "interleaved; each process warms up for one epoch first)")
@@ -163,8 +170,17 @@ def build_parser() -> Parser:
                           help="shards: measured epochs per process (default 2); shard-cost: the shard's epochs "
                                "(default: clbench run's)")
     sharding.add_argument("--evaluators", default=None,
-                          help="shard-cost: as clbench run --evaluators (default: all that fit the dataset)")
-    sharding.add_argument("--seed", type=int, default=1, help="shard-cost: the shard's seed (default 1)")
+                          help="shard-cost, grid-cost: as clbench run --evaluators (shard-cost default: none, as in a "
+                               "grid, where they score the chosen combinations only; 'all' times them per shard; "
+                               "grid-cost default: the grid's own, none)")
+    sharding.add_argument("--seed", type=int, default=1, help="shard-cost: the first shard's seed (default 1)")
+    sharding.add_argument("--shards", type=int, default=None,
+                          help="shard-cost: shards run one after another in one process, seeds --seed onwards "
+                               "(default 3: the per-shard figure is the median after the first); grid-cost: the "
+                               "grid's least number of shards (default 40; whole seeds of every combination)")
+    sharding.add_argument("--train-size", type=int, default=20, help="grid-cost: training examples (default 20)")
+    sharding.add_argument("--grid", action="append", default=[], metavar="KEY=V1,V2",
+                          help=f"grid-cost: the knob axes (default: {' '.join(GRID_AXES)})")
     estimating = parser.add_argument_group("estimate (expected wall time of `clbench run --config CONFIG`)")
     estimating.add_argument("--config", default=None, help="the sweep's YAML config")
     estimating.add_argument("--tflops", type=float, default=None,

@@ -1,97 +1,210 @@
-"""`shard-cost`: the fixed cost of one real shard. It runs one shard with `clbench run` in a fresh process (into a
-temporary results folder) and splits its wall time, from the files the shard writes, into start-up, the fixed
-phases (build, prepare, tokenize, test), training epochs, validation, writing and evaluators. The baseline is the
-shard's own wall time (`fixed_share_of_wall`); the parts that `estimate` does not count in FLOPs become a suggested
---shard-overhead-s."""
+"""What a shard costs besides its training, measured on real shards run by `clbench run` in a fresh process (into
+a temporary results folder); every part is read from the files the shards write.
+
+`shard-cost`: K shards (seeds S..S+K-1, default 3) in one process, as a worker runs them. Each shard's time, from
+its first file to the next shard's (start-up excluded: a worker pays it once), splits into the fixed phases (build,
+prepare, tokenise, test), training epochs, validation passes, checkpoints, writing, evaluators and the time
+between shards; its fixed cost is all but its epochs and validation passes. The per-shard figure is the median
+over the shards after the first (the first loads what later ones reuse).
+
+`grid-cost`: a knob grid of at least N few-shot shards in one `clbench run`: the grid's wall time against the sum
+of its shards' training (epochs), and of their model passes (epochs, validation and test predictions)."""
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 from bench.errors import BenchError
 from bench.perf.common import device_name, say
 
-
-def shard_cost(args: argparse.Namespace) -> dict:
-    """Run one real shard (`clbench run`, a fresh process, into a temporary results folder) and split its wall
-    time by its files: start-up, the fixed phases, training epochs, validation, writing, evaluators."""
-    method = args.method_list[0]
-    with tempfile.TemporaryDirectory(prefix="bench-shard-cost-") as folder:
-        results = Path(folder)
-        command = [sys.executable, "-m", "bench", "run", "--methods", method, "--datasets", args.dataset,
-                   "--encoder", args.encoder, "--seeds", str(args.seed), "--results-dir", str(results),
-                   "--device", args.device, "--precision", args.precision, "--no-progress"]
-        for flag, value in (("--data-dir", args.data_dir), ("--epochs", args.epochs),
-                            ("--batch-size", args.batch_size), ("--max-length", args.max_length),
-                            ("--evaluators", args.evaluators), ("--length-bucket", args.length_bucket)):
-            if value is not None:
-                command += [flag, str(value)]
-        if args.compile:
-            command.append("--compile")
-        say(args, "running " + " ".join(command[1:]))
-        launched = time.time()
-        done = subprocess.run(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-        finished = time.time()
-        if not getattr(args, "quiet", False):
-            sys.stderr.write(done.stdout)
-        runs = [p for p in results.iterdir() if (p / "spec.json").is_file()]
-        if len(runs) != 1 or not (runs[0] / "rows.json").is_file():
-            reason = ""
-            if runs and (runs[0] / "error.json").is_file():
-                reason = json.loads((runs[0] / "error.json").read_text()).get("reason", "")
-            last = (reason or done.stdout.strip() or f"exit code {done.returncode}").splitlines()[-1]
-            raise BenchError(f"the shard did not finish: {last}")
-        return shard_breakdown(runs[0], launched, finished, args, " ".join(command[1:]).replace(folder, "TMP"))
+FIXED_TARGET_S = 3.0  # per-shard fixed cost, start-up excluded (issue 34)
+GRID_TARGET = 0.8  # a grid's training time over its wall time (issue 34)
+GRID_METHODS = "ce,supcon,lcl,clld-adaptive"
+GRID_AXES = ("supcon.tau=0.1,0.3", "lcl.tau=0.1,0.3", "clld-adaptive.tau=2,5")  # 7 combinations per seed
 
 
-def shard_breakdown(run: Path, launched: float, finished: float, args: argparse.Namespace, command: str) -> dict:
-    """The parts of a finished shard's wall time, from its files (train_log.json phases and epoch times,
-    rows.json wall time, evals/*.json evaluator times) and their modification times."""
+def launch(args: argparse.Namespace, extra: list[str], folder: str) -> tuple[list[Path], float, float, str, float]:
+    """Run `clbench run` with the shared options plus `extra` in a fresh process into the empty `folder`; returns
+    the finished runs (in the order they started), launch and exit times, the command as shown and the seconds
+    until the first shard started (start-up)."""
+    results = Path(folder)
+    command = [sys.executable, "-m", "bench", "run", "--datasets", args.dataset, "--encoder", args.encoder,
+               "--results-dir", str(results), "--device", args.device, "--precision", args.precision,
+               "--no-progress", "--yes", *extra]
+    for flag, value in (("--data-dir", args.data_dir), ("--epochs", args.epochs), ("--batch-size", args.batch_size),
+                        ("--max-length", args.max_length), ("--evaluators", args.evaluators),
+                        ("--length-bucket", args.length_bucket)):
+        if value is not None:
+            command += [flag, str(value)]
+    if args.compile:
+        command.append("--compile")
+    shown = " ".join(command[1:]).replace(folder, "TMP")
+    say(args, "running " + shown)
+    launched = time.time()
+    done = subprocess.run(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    finished = time.time()
+    if not getattr(args, "quiet", False):
+        sys.stderr.write(done.stdout)
+    started = sorted((p for p in results.iterdir() if (p / "spec.json").is_file()),
+                     key=lambda p: (p / "spec.json").stat().st_mtime)
+    unfinished = [p for p in started if not (p / "rows.json").is_file()]
+    if done.returncode != 0 or not started or unfinished:
+        reason = ""
+        if unfinished and (unfinished[0] / "error.json").is_file():
+            reason = json.loads((unfinished[0] / "error.json").read_text()).get("reason", "")
+        last = (reason or done.stdout.strip() or f"exit code {done.returncode}").splitlines()[-1]
+        raise BenchError(f"the shards did not finish: {last}")
+    startup = (started[0] / "spec.json").stat().st_mtime - launched
+    return started, launched, finished, shown, max(0.0, startup)
+
+
+def evaluator_seconds(run: Path) -> dict[str, float]:
+    """Each evaluator's stored time in a run folder."""
+    seconds = {}
+    for path in sorted((run / "evals").glob("*.json")) if (run / "evals").is_dir() else []:
+        if not path.name.endswith(".error.json"):
+            stored = json.loads(path.read_text())
+            seconds[path.stem.rsplit("-", 1)[0]] = float(stored["rows"][0]["eval_seconds"]) if stored["rows"] else 0.
+    return seconds
+
+
+def run_parts(run: Path, ends: float) -> dict[str, Any]:
+    """One shard's time from its first file (spec.json) to `ends` (the next shard's first file, or the process's
+    exit), split by its files: the phases, epochs, validation passes and checkpoints (recorded by the trainer;
+    older runs lump the last two into `in_shard_other_seconds`), writing, evaluators and what came after."""
     log = json.loads((run / "train_log.json").read_text())
     rows = json.loads((run / "rows.json").read_text())
     phases = {k: float(v) for k, v in log["phases"].items()}
-    epochs = [float(h["seconds"]) for h in log["history"]]
-    evaluators = {}
-    for path in sorted((run / "evals").glob("*.json")) if (run / "evals").is_dir() else []:
-        if path.name.endswith(".error.json"):
-            continue
-        stored = json.loads(path.read_text())
-        evaluators[path.stem.rsplit("-", 1)[0]] = float(stored["rows"][0]["eval_seconds"]) if stored["rows"] else 0.0
-    wall = finished - launched
-    shard_wall = float(rows[0]["wall_seconds"])       # run_shard start -> test predictions done
-    shard_start = (run / "spec.json").stat().st_mtime  # the first file a shard writes
-    parts = {"startup_seconds": max(0.0, shard_start - launched),  # interpreter, imports, data, planning
-             **phases,
-             "train_seconds": sum(epochs),
-             "validation_and_checkpoint_seconds": max(0.0, shard_wall - sum(phases.values()) - sum(epochs)),
-             "write_seconds": max(0.0, (run / "rows.json").stat().st_mtime - shard_start - shard_wall),
-             "evaluator_seconds": sum(evaluators.values())}
-    parts["finish_seconds"] = max(0.0, wall - sum(parts.values()))  # evaluator bookkeeping, results table, exit
-    warm_up = max(0.0, epochs[0] - statistics.median(epochs[1:])) if len(epochs) > 1 else None
-    per_epoch = parts["train_seconds"] + parts["validation_and_checkpoint_seconds"]
-    fixed = wall - per_epoch
-    # `estimate` counts validation and the test pass in FLOPs, and a sweep starts Python once per worker
-    overhead = (phases.get("build_seconds", 0.0) + phases.get("prepare_seconds", 0.0)
-                + phases.get("tokenize_seconds", 0.0) + parts["write_seconds"] + parts["evaluator_seconds"]
-                + (warm_up or 0.0))
-    return {"benchmark": "shard-cost", "device": args.device, "device_name": device_name(args.device),
-            "command": command, "run_key": run.name, "epochs": len(epochs), "compiled": log.get("compiled", ""),
-            "length_bucket": log.get("length_bucket"),
-            "wall_seconds": round(wall, 2),
-            "parts": {k: round(v, 3) for k, v in parts.items()},
-            "phases": {k: round(v, 3) for k, v in phases.items()},
-            "epoch_seconds": [round(s, 3) for s in epochs],
-            "first_epoch_extra_seconds": round(warm_up, 3) if warm_up is not None else None,
+    history = log["history"]
+    epochs = [float(h["seconds"]) for h in history]
+    evaluators = evaluator_seconds(run)
+    start = (run / "spec.json").stat().st_mtime
+    shard_wall = float(rows[0]["wall_seconds"])  # run_shard start -> test predictions done
+    parts = {**phases, "train_seconds": sum(epochs),
+             "validation_seconds": sum(float(h.get("val_seconds", 0.0)) for h in history),
+             "checkpoint_seconds": float(log.get("checkpoint_seconds", 0.0))}
+    parts["in_shard_other_seconds"] = max(0.0, shard_wall - sum(parts.values()))
+    parts["write_seconds"] = max(0.0, (run / "rows.json").stat().st_mtime - start - shard_wall)
+    parts["evaluator_seconds"] = sum(evaluators.values())
+    parts["after_seconds"] = max(0.0, ends - start - sum(parts.values()))  # table, bookkeeping, the next plan
+    seconds = ends - start
+    fixed = seconds - parts["train_seconds"] - parts["validation_seconds"]
+    return {"run_key": run.name, "seconds": round(seconds, 3), "epochs": len(epochs),
+            "parts": {k: round(v, 3) for k, v in parts.items()}, "epoch_seconds": [round(s, 3) for s in epochs],
             "evaluators": {k: round(v, 2) for k, v in evaluators.items()},
-            "fixed_seconds": round(fixed, 2), "fixed_share_of_wall": round(fixed / wall, 3),
-            "suggested_shard_overhead_s": round(overhead, 1),
-            "suggested_shard_overhead_is": "build + prepare + tokenize + writing + evaluators + the first epoch's "
-                                           "extra time (warm-up, compilation): what `estimate` does not count in "
-                                           "FLOPs; start-up is paid once per worker process, not per shard"}
+            "fixed_seconds": round(fixed, 3),
+            "fixed_without_evaluators_seconds": round(fixed - parts["evaluator_seconds"], 3),
+            "test_predictions_seconds": round(phases.get("test_seconds", 0.0), 3),
+            "compiled": log.get("compiled", ""), "length_bucket": log.get("length_bucket")}
+
+
+def all_parts(runs: list[Path], finished: float) -> list[dict[str, Any]]:
+    """`run_parts` of each run, each ending where the next one starts (the last at the process's exit)."""
+    starts = [(r / "spec.json").stat().st_mtime for r in runs]
+    return [run_parts(run, end) for run, end in zip(runs, [*starts[1:], finished])]
+
+
+def shard_cost(args: argparse.Namespace) -> dict:
+    """Run K shards in one fresh `clbench run` process and report each one's fixed cost and the per-shard
+    median after the first (start-up excluded), with the parts it splits into."""
+    seeds = f"{args.seed}-{args.seed + args.shards - 1}" if args.shards > 1 else str(args.seed)
+    with tempfile.TemporaryDirectory(prefix="bench-shard-cost-") as folder:
+        runs, launched, finished, command, startup = launch(args, ["--methods", args.method_list[0], "--seeds", seeds],
+                                                            folder)
+        shards = all_parts(runs, finished)
+    steady = shards[1:] or shards
+    parts = {k: round(statistics.median(s["parts"][k] for s in steady), 3) for k in steady[0]["parts"]}
+    per_shard = statistics.median(s["fixed_seconds"] for s in steady)
+    first = shards[0]
+    epochs = [e for s in shards for e in s["epoch_seconds"]]
+    warm_up = max(0.0, first["epoch_seconds"][0] - statistics.median(epochs[1:])) if len(epochs) > 1 else None
+    wall = finished - launched
+    trained = sum(s["parts"]["train_seconds"] + s["parts"]["validation_seconds"] for s in shards)
+    overhead = per_shard - parts.get("test_seconds", 0.0) + (warm_up or 0.0)
+    return {"benchmark": "shard-cost", "device": args.device, "device_name": device_name(args.device),
+            "command": command, "shards": len(shards), "run_key": first["run_key"], "epochs": first["epochs"],
+            "compiled": first["compiled"], "length_bucket": first["length_bucket"],
+            "wall_seconds": round(wall, 2), "startup_seconds": round(startup, 2),
+            "fixed_seconds_per_shard": round(per_shard, 2),
+            "fixed_without_evaluators_per_shard": round(statistics.median(s["fixed_without_evaluators_seconds"]
+                                                                          for s in steady), 2),
+            "fixed_seconds_per_shard_is": "a shard's time besides its epochs and validation passes, start-up "
+                                          "excluded: median over the shards after the first"
+                                          if len(shards) > 1 else "the one shard's (it loads what later ones reuse)",
+            "first_shard_fixed_seconds": first["fixed_seconds"],
+            "target_seconds": FIXED_TARGET_S, "meets_target": per_shard <= FIXED_TARGET_S,
+            "parts": parts, "phases": {k: parts[k] for k in ("build_seconds", "prepare_seconds", "tokenize_seconds",
+                                                               "test_seconds") if k in parts},
+            "epoch_seconds": first["epoch_seconds"], "evaluators": first["evaluators"],
+            "first_epoch_extra_seconds": round(warm_up, 3) if warm_up is not None else None,
+            "per_shard": shards,
+            "fixed_seconds": round(wall - trained, 2), "fixed_share_of_wall": round((wall - trained) / wall, 3),
+            "suggested_shard_overhead_s": round(max(0.0, overhead), 1),
+            "suggested_shard_overhead_is": "the per-shard fixed cost without the test pass (which `estimate` counts "
+                                           "in FLOPs), plus the first epoch's extra time (warm-up, compilation); "
+                                           "start-up is paid once per worker process, not per shard"}
+
+
+def grid_cost(args: argparse.Namespace) -> dict:
+    """Run a knob grid of at least `--shards` few-shot shards in one `clbench run` and report its wall time against
+    the sum of its shards' training (epochs) and model passes (epochs, validation, test)."""
+    axes = args.grid or list(GRID_AXES)
+    methods = ",".join(args.method_list)
+    per_seed = combinations_per_seed(methods.split(","), axes)
+    seeds = math.ceil(args.shards / per_seed)
+    extra = ["--methods", methods, "--seeds", f"1-{seeds}", "--train-size", str(args.train_size)]
+    for axis in axes:
+        extra += ["--grid", axis]
+    if args.epochs is None:
+        extra += ["--epochs", "10"]
+    if args.batch_size is None:
+        extra += ["--batch-size", "16"]
+    with tempfile.TemporaryDirectory(prefix="bench-grid-cost-") as folder:
+        runs, launched, finished, command, startup = launch(args, extra, folder)
+        shards = all_parts(runs, finished)
+    wall = finished - launched
+    train = sum(s["parts"]["train_seconds"] for s in shards)
+    validation = sum(s["parts"]["validation_seconds"] for s in shards)
+    test = sum(s["test_predictions_seconds"] for s in shards)
+    passes = train + validation + test
+    overheads = [s["seconds"] - s["parts"]["train_seconds"] - s["parts"]["validation_seconds"]
+                 - s["test_predictions_seconds"] for s in shards]
+    return {"benchmark": "grid-cost", "device": args.device, "device_name": device_name(args.device),
+            "command": command, "shards": len(shards), "train_size": args.train_size,
+            "wall_seconds": round(wall, 2), "startup_seconds": round(startup, 2),
+            "train_seconds": round(train, 2), "validation_seconds": round(validation, 2),
+            "test_seconds": round(test, 2),
+            "training_share": round(train / wall, 3),
+            "model_passes_share": round(passes / wall, 3),
+            "model_passes_are": "training epochs, validation passes and test predictions: the model work the grid "
+                                "asks for; the rest is fixed cost",
+            "target": GRID_TARGET, "meets_target": {"training_share": train / wall >= GRID_TARGET,
+                                                    "model_passes_share": passes / wall >= GRID_TARGET},
+            "overhead_seconds_per_shard": {"median": round(statistics.median(overheads), 3),
+                                           "max": round(max(overheads), 3)},
+            "median_shard_seconds": round(statistics.median(s["seconds"] for s in shards), 2),
+            "median_train_seconds": round(statistics.median(s["parts"]["train_seconds"] for s in shards), 2),
+            "median_test_seconds": round(statistics.median(s["test_predictions_seconds"] for s in shards), 2),
+            "evaluators": sorted({k for s in shards for k in s["evaluators"]})}
+
+
+def combinations_per_seed(methods: list[str], axes: list[str]) -> int:
+    """How many knob combinations the grid `axes` (METHOD.KNOB=V1,V2,...) gives `methods` in all (1 per method
+    without an axis)."""
+    sizes: dict[str, int] = {m: 1 for m in methods}
+    for axis in axes:
+        name, _, values = axis.partition("=")
+        method = name.split(".", 1)[0]
+        if method not in sizes or not values:
+            raise BenchError(f"--grid {axis!r}: expected METHOD.KNOB=V1,V2 for one of --methods {','.join(methods)}")
+        sizes[method] *= len(values.split(","))
+    return sum(sizes.values())

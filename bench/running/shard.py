@@ -33,6 +33,7 @@ from bench.running.provenance import provenance
 from bench.registry import METHODS
 from bench.spec import RunSpec
 from bench.training.token_cache import tokenize_cached
+from bench.training.checkpoint_policy import default_checkpoint_every_s
 from bench.training.trainer import Trainer, deterministic_kernels, resolve_device, seed_everything
 from bench.training.tracking import Tracker, tracked
 from bench.methods.base import PrepareContext
@@ -75,6 +76,8 @@ class ShardRequest:
     deterministic: bool = False  # strict deterministic kernels on any device (`deterministic_kernels`; not in the key)
     save_format: tuple[str, ...] = ("pt",)  # model.pt and/or hf/ (bench.running.export; not in the key)
     report_to: tuple[str, ...] = ()  # experiment trackers (bench.training.tracking; they only watch: not in the key)
+    checkpoint_every_s: float = field(default_factory=default_checkpoint_every_s)  # resume checkpoints: at most one
+    # per this many seconds of training (0: after every epoch); a shorter shard writes none (not in the key)
 
 
 def run_shard(spec: RunSpec, data: TextData, results_dir: Path, device: str = "auto",
@@ -259,7 +262,7 @@ def train_and_evaluate(spec: RunSpec, data: TextData, run_dir: Path, device_name
     compiled = compile_encoder(method.encoder) if request.compile else ""
     trainer = Trainer(method, spec.train, device, bundle.pad_id, spec.seed, bundle.min_length,
                       checkpoint=run_dir / CHECKPOINT, progress=progress, desc=spec.key, bucket=bucket,
-                      tracker=tracker)
+                      tracker=tracker, checkpoint_every_s=request.checkpoint_every_s)
     fit = trainer.fit(encoded["train"], encoded["validation"])
     clock = time.perf_counter()
     probabilities = softmax(trainer.require_finite_outputs(trainer.predict(encoded["test"]), "test"))
@@ -282,7 +285,7 @@ def train_and_evaluate(spec: RunSpec, data: TextData, run_dir: Path, device_name
         "resumed_from_epoch": fit.resumed_from_epoch, "stopped_early": fit.stopped_early,
         "encoder": bundle.info, "phases": {k: round(v, 3) for k, v in phases.items()},
         "compiled": compiled, "length_bucket": bucket, "deterministic": deterministic, "collapsed": collapsed,
-        "texts_cut": data.texts_cut})
+        "texts_cut": data.texts_cut, "checkpoint_seconds": round(trainer.checkpoint_seconds, 3)})
     if fit.method_state:
         store.write_json(run_dir / store.METHOD_STATE, fit.method_state)
 

@@ -1,5 +1,6 @@
 """The one training loop: AdamW, linear warm-up/decay, clipping, early stopping on validation accuracy,
-per-epoch checkpoints for resume, mixed precision, seeding and the choice of deterministic kernels."""
+end-of-epoch checkpoints for resume (at most one per `checkpoint_every_s` of training), mixed precision, seeding
+and the choice of deterministic kernels."""
 
 from __future__ import annotations
 
@@ -140,8 +141,11 @@ class Trainer:
 
     def __init__(self, method: Method, cfg: TrainConfig, device: torch.device, pad_id: int, seed: int,
                  min_length: int = 1, checkpoint: Path | None = None, progress: bool = True, desc: str = "",
-                 bucket: int = 0, log_every: int = LOG_EVERY, tracker: Tracker | None = None):
+                 bucket: int = 0, log_every: int = LOG_EVERY, tracker: Tracker | None = None,
+                 checkpoint_every_s: float = 0.0):
         self.method = method.to(device)
+        self.checkpoint_every_s = checkpoint_every_s  # training seconds between checkpoints (0: every epoch)
+        self.checkpoint_seconds = 0.0  # spent writing checkpoints in this process
         self.tracker = tracker  # --report-to: losses every `log_every` steps and each epoch's record go to it
         self.bucket = bucket  # batch widths rounded up to a multiple of this (0: each batch's longest example)
         self.log_every = log_every
@@ -210,13 +214,16 @@ class Trainer:
         state = {"epoch": 0, "step": 0, "best_accuracy": -1.0, "best_epoch": 0, "bad_epochs": 0,
                  "history": [], "best_state": None}
         resumed_from = self.restore(optimizer, scheduler, state)
+        last_saved = time.perf_counter()
 
         for epoch in range(state["epoch"], cfg.epochs):
             if state["bad_epochs"] >= cfg.patience:
                 break
             record = self.train_epoch(train, epoch, optimizer, scheduler, state, total_steps, val)
             self.require_finite_weights(epoch)
+            clock = time.perf_counter()
             accuracy, confusion = self.evaluate(val)
+            record["val_seconds"] = time.perf_counter() - clock
             progress = Progress(epoch + 1, cfg.epochs, state["step"], total_steps)
             self.method.on_eval(confusion, progress)
             record["val_accuracy"] = accuracy
@@ -232,7 +239,11 @@ class Trainer:
             state["epoch"] = epoch + 1
             log.info("%s epoch %d: %s", self.desc, epoch + 1,
                      ", ".join(f"{k}={v:.4g}" for k, v in record.items() if isinstance(v, float)))
-            self.save(optimizer, scheduler, state)
+            if time.perf_counter() - last_saved >= self.checkpoint_every_s:
+                self.save(optimizer, scheduler, state)
+                last_saved = time.perf_counter()
+            else:
+                stopping.check()  # the safe point a checkpoint would have given
 
         method_state = self.method.state_for_report()  # as trained to the end, before the best weights return
         if state["best_state"] is not None:
@@ -333,10 +344,12 @@ class Trainer:
         """Write everything needed to resume after this epoch (atomically)."""
         if self.checkpoint is None:
             return
+        clock = time.perf_counter()
         with stopping.deferred():  # a stop signal waits: the checkpoint and what a stop says agree
             atomic_torch_save({"model": self.method.state_dict(), "optimizer": optimizer.state_dict(),
                                "scheduler": scheduler.state_dict(), "rng": rng_state(), **state}, self.checkpoint)
             stopping.note(f"after epoch {state['epoch']}")
+        self.checkpoint_seconds += time.perf_counter() - clock
         stopping.check()  # a safe point: right after the checkpoint
 
     def restore(self, optimizer: torch.optim.Optimizer, scheduler: Any, state: dict[str, Any]) -> int:

@@ -289,13 +289,18 @@ def shards_table(result: dict[str, Any]) -> list[str]:
 
 
 def shard_cost_lines(result: dict[str, Any]) -> list[str]:
-    """One shard's wall time, its parts (the fixed phases marked), fixed share and suggested --shard-overhead-s."""
+    """The shards' wall time, the per-shard fixed cost and its parts (the fixed phases marked), the fixed share
+    and the suggested --shard-overhead-s."""
     phases = result.get("phases") or {}
     rows = [[k.removesuffix("_seconds").replace("_", " ") + (" (phase)" if k in phases else ""), fixed(v, 2)]
             for k, v in (result.get("parts") or {}).items()]
     epochs = ", ".join(fixed(s, 1) for s in result.get("epoch_seconds") or []) or DASH
+    per_shard = result.get("fixed_seconds_per_shard")
+    first = fixed(result.get("first_shard_fixed_seconds"), 2)
+    per_shard = (f"; per shard {fixed(per_shard, 2)} s after the first ({first} s), start-up "
+                 f"{fixed(result.get('startup_seconds'), 1)} s" if per_shard is not None else "")
     return [f"wall {fixed(result.get('wall_seconds'), 1)} s, of which fixed {fixed(result.get('fixed_seconds'), 1)} s "
-            f"({pct(result.get('fixed_share_of_wall'))}); epochs {epochs} s; suggested "
+            f"({pct(result.get('fixed_share_of_wall'))}){per_shard}; epochs {epochs} s; suggested "
             f"`--shard-overhead-s {result.get('suggested_shard_overhead_s', DASH)}`", "",
             *table(["part", "seconds"], rows)]
 
