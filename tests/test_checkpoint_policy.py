@@ -9,6 +9,7 @@ import pytest
 import bench.training.trainer as trainer_module
 from bench.cli.main import build_parser, main
 from bench.errors import BenchError
+from bench.spec import TrainConfig
 from bench.training.checkpoint_policy import CHECKPOINT_EVERY_S, ENV, default_checkpoint_every_s
 from bench.training.trainer import Trainer
 from conftest import FAST, FIXTURE
@@ -54,15 +55,28 @@ def saved_epochs(monkeypatch):
     return epochs
 
 
-@pytest.mark.parametrize("every, expected", [(0.0, [1, 2, 3]), (250.0, [3]), (150.0, [2]), (1e9, [])])
+@pytest.mark.parametrize("every, expected", [(0.0, [1, 2, 3, 4, 5, 6]), (250.0, [3]), (150.0, [2, 4]), (1e9, [])])
 def test_a_checkpoint_only_once_enough_training_is_unsaved(tmp_path, monkeypatch, slow_epochs, every, expected):
     epochs = saved_epochs(monkeypatch)
-    trainer, data = setup(checkpoint=tmp_path / "checkpoint.pt")
+    trainer, data = setup(TrainConfig(epochs=6, lr=1e-3, batch_size=8, max_length=32, patience=6),
+                          checkpoint=tmp_path / "checkpoint.pt")
     trainer.checkpoint_every_s = every
     trainer.fit(data["train"], data["validation"])
-    assert epochs == expected  # 100 s an epoch: 250 -> after epoch 3, 150 -> after 2 (then 1 unsaved)
+    # 100 s an epoch: 250 -> after epoch 3 (300 s unsaved), 150 -> after 2 and 4; none after the last epoch
+    # (its results are written at once) unless every epoch is asked for (0)
+    assert epochs == expected
     assert (tmp_path / "checkpoint.pt").exists() == bool(expected)
     assert (trainer.checkpoint_seconds > 0) == bool(expected)
+
+
+def test_no_checkpoint_after_early_stopping_ends_the_run(tmp_path, monkeypatch, slow_epochs):
+    epochs = saved_epochs(monkeypatch)
+    trainer, data = setup(TrainConfig(epochs=8, lr=1e-12, batch_size=8, max_length=32, patience=2),
+                          checkpoint=tmp_path / "checkpoint.pt")  # lr ~0: no epoch improves on the first
+    trainer.checkpoint_every_s = 150.0
+    fit = trainer.fit(data["train"], data["validation"])
+    assert len(fit.history) == 3 and fit.stopped_early
+    assert epochs == [2]  # 200 s unsaved after epoch 2; epoch 3 ends the run (patience 2), so none after it
 
 
 def test_a_shard_without_checkpoints_trains_as_one_with_them(tmp_path):

@@ -107,10 +107,17 @@ def run_parts(run: Path, ends: float) -> dict[str, Any]:
             "compiled": log.get("compiled", ""), "length_bucket": log.get("length_bucket")}
 
 
-def all_parts(runs: list[Path], finished: float) -> list[dict[str, Any]]:
-    """`run_parts` of each run, each ending where the next one starts (the last at the process's exit)."""
+def last_write(run: Path) -> float:
+    """When a run folder's last result file (rows, evaluations) was written."""
+    files = [run / "rows.json", *((run / "evals").glob("*.json") if (run / "evals").is_dir() else [])]
+    return max(p.stat().st_mtime for p in files)
+
+
+def all_parts(runs: list[Path]) -> list[dict[str, Any]]:
+    """`run_parts` of each run, each ending where the next one starts, the last at its last result file (what
+    the process does after that, the results table and exit, is its wind-down, paid once like its start-up)."""
     starts = [(r / "spec.json").stat().st_mtime for r in runs]
-    return [run_parts(run, end) for run, end in zip(runs, [*starts[1:], finished])]
+    return [run_parts(run, end) for run, end in zip(runs, [*starts[1:], last_write(runs[-1])])]
 
 
 def shard_cost(args: argparse.Namespace) -> dict:
@@ -120,7 +127,8 @@ def shard_cost(args: argparse.Namespace) -> dict:
     with tempfile.TemporaryDirectory(prefix="bench-shard-cost-") as folder:
         runs, launched, finished, command, startup = launch(args, ["--methods", args.method_list[0], "--seeds", seeds],
                                                             folder)
-        shards = all_parts(runs, finished)
+        shards = all_parts(runs)
+        wind_down = finished - last_write(runs[-1])
     steady = shards[1:] or shards
     parts = {k: round(statistics.median(s["parts"][k] for s in steady), 3) for k in steady[0]["parts"]}
     per_shard = statistics.median(s["fixed_seconds"] for s in steady)
@@ -134,11 +142,13 @@ def shard_cost(args: argparse.Namespace) -> dict:
             "command": command, "shards": len(shards), "run_key": first["run_key"], "epochs": first["epochs"],
             "compiled": first["compiled"], "length_bucket": first["length_bucket"],
             "wall_seconds": round(wall, 2), "startup_seconds": round(startup, 2),
+            "wind_down_seconds": round(wind_down, 2),
             "fixed_seconds_per_shard": round(per_shard, 2),
             "fixed_without_evaluators_per_shard": round(statistics.median(s["fixed_without_evaluators_seconds"]
                                                                           for s in steady), 2),
             "fixed_seconds_per_shard_is": "a shard's time besides its epochs and validation passes, start-up "
-                                          "excluded: median over the shards after the first"
+                                          "excluded (and the process's wind-down): median over the shards after "
+                                          "the first"
                                           if len(shards) > 1 else "the one shard's (it loads what later ones reuse)",
             "first_shard_fixed_seconds": first["fixed_seconds"],
             "target_seconds": FIXED_TARGET_S, "meets_target": per_shard <= FIXED_TARGET_S,
@@ -170,7 +180,8 @@ def grid_cost(args: argparse.Namespace) -> dict:
         extra += ["--batch-size", "16"]
     with tempfile.TemporaryDirectory(prefix="bench-grid-cost-") as folder:
         runs, launched, finished, command, startup = launch(args, extra, folder)
-        shards = all_parts(runs, finished)
+        shards = all_parts(runs)
+        wind_down = finished - last_write(runs[-1])
     wall = finished - launched
     train = sum(s["parts"]["train_seconds"] for s in shards)
     validation = sum(s["parts"]["validation_seconds"] for s in shards)
@@ -181,8 +192,8 @@ def grid_cost(args: argparse.Namespace) -> dict:
     return {"benchmark": "grid-cost", "device": args.device, "device_name": device_name(args.device),
             "command": command, "shards": len(shards), "train_size": args.train_size,
             "wall_seconds": round(wall, 2), "startup_seconds": round(startup, 2),
-            "train_seconds": round(train, 2), "validation_seconds": round(validation, 2),
-            "test_seconds": round(test, 2),
+            "wind_down_seconds": round(wind_down, 2), "train_seconds": round(train, 2),
+            "validation_seconds": round(validation, 2), "test_seconds": round(test, 2),
             "training_share": round(train / wall, 3),
             "model_passes_share": round(passes / wall, 3),
             "model_passes_are": "training epochs, validation passes and test predictions: the model work the grid "

@@ -239,7 +239,9 @@ class Trainer:
             state["epoch"] = epoch + 1
             log.info("%s epoch %d: %s", self.desc, epoch + 1,
                      ", ".join(f"{k}={v:.4g}" for k, v in record.items() if isinstance(v, float)))
-            if time.perf_counter() - last_saved >= self.checkpoint_every_s:
+            final = state["epoch"] == cfg.epochs or state["bad_epochs"] >= cfg.patience  # results follow at once
+            every = self.checkpoint_every_s  # 0: after every epoch, the last included
+            if every <= 0 or (not final and time.perf_counter() - last_saved >= every):
                 self.save(optimizer, scheduler, state)
                 last_saved = time.perf_counter()
             else:
