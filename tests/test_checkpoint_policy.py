@@ -13,11 +13,7 @@ from bench.spec import TrainConfig
 from bench.training.checkpoint_policy import CHECKPOINT_EVERY_S, ENV, default_checkpoint_every_s
 from bench.training.trainer import Trainer
 from conftest import FAST, FIXTURE
-from test_trainer import CFG, setup
-
-
-class Killed(BaseException):
-    """Stands in for the process being killed right after a checkpoint was written."""
+from test_trainer import CFG, killed_after_first_checkpoint, setup
 
 
 @pytest.fixture
@@ -94,19 +90,10 @@ def test_resume_from_a_sparse_checkpoint_equals_the_uninterrupted_run(tmp_path, 
     reference.fit(data["train"], data["validation"])
     expected = reference.predict(data["test"])
 
-    original = Trainer.save
-
-    def save_then_die(self, *args):
-        original(self, *args)
-        raise Killed
-
     checkpoint = tmp_path / "checkpoint.pt"
-    monkeypatch.setattr(Trainer, "save", save_then_die)
     interrupted, data = setup(checkpoint=checkpoint)
     interrupted.checkpoint_every_s = 150.0  # the first checkpoint comes after epoch 2 (200 s unsaved)
-    with pytest.raises(Killed):
-        interrupted.fit(data["train"], data["validation"])
-    monkeypatch.setattr(Trainer, "save", original)
+    killed_after_first_checkpoint(monkeypatch, interrupted, data)
     resumed, data = setup(checkpoint=checkpoint)
     resumed.checkpoint_every_s = 150.0
     fit = resumed.fit(data["train"], data["validation"])

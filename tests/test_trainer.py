@@ -56,23 +56,27 @@ class Killed(BaseException):
     """Stands in for the process being killed right after a checkpoint was written."""
 
 
-def test_resume_after_kill_equals_uninterrupted_run(tmp_path, monkeypatch):
-    reference, data = setup()
-    reference.fit(data["train"], data["validation"])
-    expected = reference.predict(data["test"])
-
+def killed_after_first_checkpoint(monkeypatch, trainer: Trainer, data: dict) -> None:
+    """Train `trainer` until its first checkpoint is written, then stop it as a kill would (Killed raised)."""
     original_save = Trainer.save
 
     def save_then_die(self, *args):
         original_save(self, *args)
         raise Killed
 
-    checkpoint = tmp_path / "checkpoint.pt"
     monkeypatch.setattr(Trainer, "save", save_then_die)
-    interrupted, data = setup(checkpoint=checkpoint)
     with pytest.raises(Killed):
-        interrupted.fit(data["train"], data["validation"])
+        trainer.fit(data["train"], data["validation"])
     monkeypatch.setattr(Trainer, "save", original_save)
+
+
+def test_resume_after_kill_equals_uninterrupted_run(tmp_path, monkeypatch):
+    reference, data = setup()
+    reference.fit(data["train"], data["validation"])
+    expected = reference.predict(data["test"])
+
+    checkpoint = tmp_path / "checkpoint.pt"
+    killed_after_first_checkpoint(monkeypatch, *setup(checkpoint=checkpoint))
     assert checkpoint.exists()
 
     resumed, data = setup(checkpoint=checkpoint)

@@ -113,7 +113,8 @@ def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
                           "--compile, 8 on a GPU, 0 on a CPU; not in the run key)")
     run.add_argument("--checkpoint-every-s", type=float, default=None, metavar="S",
                      help="write a shard's resume checkpoint at the end of an epoch only once S seconds of training "
-                          "are unsaved (default: $BENCH_CHECKPOINT_EVERY_S or 30; 0: after every epoch): a shorter "
+                          "are unsaved, and never after its last epoch, whose results follow at once (default: "
+                          "$BENCH_CHECKPOINT_EVERY_S or 30; 0: after every epoch, the last included): a shorter "
                           "shard writes none and a kill re-runs it; not in the run key")
     run.add_argument("--deterministic", action="store_true", default=None,
                      help="bit-reproducible training on any device: deterministic algorithms (an operation without "

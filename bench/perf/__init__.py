@@ -11,7 +11,7 @@ One module per job:
     mfu          throughput, report: seq/s, TFLOP/s and MFU vs the vendor peak and a GEMM; the GPU targets
     fast_path    short-texts: the loop before the fast path vs Trainer.train_epoch (and a compiled encoder)
     concurrency  shards: K training processes sharing one device vs one
-    fixed_cost   shard-cost: one real shard's wall time split into its parts
+    fixed_cost   shard-cost, grid-cost: what shards in a worker and a few-shot knob grid cost besides training
     compile      compile: eager vs torch.compile step time per method
     profile      profile: one method's training step under the PyTorch profiler (top operators, GPU busy share)
     estimate     estimate: a sweep's expected wall time from a measured or assumed rate
@@ -42,7 +42,7 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
     "bench.perf.fast_path": ("old_collate", "OLD_LOG_EVERY", "old_epoch", "short_texts", "short_texts_one"),
     "bench.perf.concurrency": ("shard_worker", "launch_shards", "shards"),
     "bench.perf.demo": ("demo_report", "BUDGET_SECONDS"),  # not `demo`: bench.perf.demo is its module
-    "bench.perf.fixed_cost": ("shard_cost", "shard_breakdown"),
+    "bench.perf.fixed_cost": ("shard_cost", "grid_cost", "run_parts", "all_parts"),
     "bench.perf.compile": ("compile_bench", "compile_one"),
     "bench.perf.profile": ("device_kernels", "busy_seconds", "self_time_us", "top_ops", "host_ops"),  # not `profile`:
     # bench.perf.profile is its module (as with demo)

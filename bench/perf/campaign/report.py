@@ -1,11 +1,8 @@
-"""`report DIR...`: the README's GPU section, in Markdown, from the JSON records that `run PART --out OUT` wrote
-(one per part; a device call returns each part's files in a folder of its own, so several folders are normal).
-
-A part found in several records (a step re-run with `--only STEP`) is merged step by step: per step name, the
-latest record (by "started") in which the step ran ok, else the latest. The section names the device(s), versions
-and dates, says loudly when it shows a dry run, then per part its tables, the commands behind them and the steps
-that did not run ok; a figure a record lacks prints as —. Light imports only (no torch).
-"""
+"""`report DIR...`: the README's GPU section, in Markdown, from the JSON records `run PART --out OUT` wrote (one
+per part, often in several folders). A part in several records (a step re-run with `--only STEP`) is merged per
+step name: the latest record (by "started") where the step ran ok, else the latest. The section names the
+device(s), versions and dates, says loudly when it shows a dry run, then per part its tables, the commands behind
+them and the steps that did not run ok; a figure a record lacks prints as —. Light imports only (no torch)."""
 
 from __future__ import annotations
 
@@ -289,16 +286,13 @@ def shards_table(result: dict[str, Any]) -> list[str]:
 
 
 def shard_cost_lines(result: dict[str, Any]) -> list[str]:
-    """The shards' wall time, the per-shard fixed cost and its parts (the fixed phases marked), the fixed share
-    and the suggested --shard-overhead-s."""
-    phases = result.get("phases") or {}
+    """Wall time, fixed share, per-shard fixed cost, its parts (phases marked), suggested --shard-overhead-s."""
+    phases, per_shard = result.get("phases") or {}, result.get("fixed_seconds_per_shard")
     rows = [[k.removesuffix("_seconds").replace("_", " ") + (" (phase)" if k in phases else ""), fixed(v, 2)]
             for k, v in (result.get("parts") or {}).items()]
     epochs = ", ".join(fixed(s, 1) for s in result.get("epoch_seconds") or []) or DASH
-    per_shard = result.get("fixed_seconds_per_shard")
-    first = fixed(result.get("first_shard_fixed_seconds"), 2)
-    per_shard = (f"; per shard {fixed(per_shard, 2)} s after the first ({first} s), start-up "
-                 f"{fixed(result.get('startup_seconds'), 1)} s" if per_shard is not None else "")
+    per_shard = "" if per_shard is None else (f"; per shard {fixed(per_shard, 2)} s after the first "
+                                              f"({fixed(result.get('first_shard_fixed_seconds'), 2)} s)")
     return [f"wall {fixed(result.get('wall_seconds'), 1)} s, of which fixed {fixed(result.get('fixed_seconds'), 1)} s "
             f"({pct(result.get('fixed_share_of_wall'))}){per_shard}; epochs {epochs} s; suggested "
             f"`--shard-overhead-s {result.get('suggested_shard_overhead_s', DASH)}`", "",
