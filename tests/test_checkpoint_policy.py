@@ -156,3 +156,18 @@ def test_a_grid_says_how_its_chosen_combinations_are_scored(capsys, tmp_path):
     err = capsys.readouterr().err
     assert "a knob grid runs clean metrics only" in err and "clbench evaluate --selected" in err
     assert not any((tmp_path / "r").glob("*/evals/*.json"))
+
+
+@pytest.mark.parametrize("variable, saved", [("0", [1, 2]), ("1e9", [])])
+def test_a_request_left_unset_reads_the_variable_when_the_shard_runs(tmp_path, monkeypatch, variable, saved):
+    from bench.running.runner import plan
+    from bench.running.shard import ShardRequest, run_shard
+
+    shard = plan(["ce"], [str(FIXTURE)], ["tiny-bert"], [1],
+                 {"epochs": 2, "lr": 1e-3, "batch_size": 8, "max_length": 32}, None, results_dir=tmp_path)[0]
+    request = ShardRequest(save_model=False)
+    assert request.checkpoint_every_s is None  # resolved at run time, not when ShardRequest was imported
+    monkeypatch.setenv(ENV, variable)
+    epochs = saved_epochs(monkeypatch)
+    assert run_shard(shard.spec, shard.data, tmp_path, progress=False, request=request).status == "done"
+    assert epochs == saved

@@ -326,8 +326,9 @@ def test_grid_cost_sets_a_grid_wall_time_against_its_training(tiny, capsys):
 
 
 @pytest.mark.parametrize("argv, message", [
-    (["grid-cost", "--grid", "supcon.tau"], "expected METHOD.KNOB=V1,V2"),
-    (["grid-cost", "--methods", "ce", "--grid", "supcon.tau=0.1,0.3"], "expected METHOD.KNOB=V1,V2"),
+    (["grid-cost", "--grid", "supcon.tau"], "--grid 'supcon.tau': expected KEY=V1,V2"),  # as `clbench run` says
+    (["grid-cost", "--methods", "ce", "--grid", "supcon.tau=0.1,0.3"], "supcon is not among the methods of this run"),
+    (["grid-cost", "--grid", "supcon.nope=1,2"], "method 'supcon' has no setting 'nope'"),
     (["shard-cost", "--grid", "supcon.tau=0.1,0.3"], "--grid is for grid-cost"),
     (["grid-cost", "--shards", "0"], "--shards must be >= 1")])
 def test_grid_cost_refuses_a_grid_it_cannot_count(argv, message, capsys):

@@ -32,6 +32,18 @@ GRID_METHODS = "ce,supcon,lcl,clld-adaptive"
 GRID_AXES = ("supcon.tau=0.1,0.3", "lcl.tau=0.1,0.3", "clld-adaptive.tau=2,5")  # 7 combinations per seed
 
 
+def combinations_per_seed(methods: list[str], flags: list[str]) -> int:
+    """How many knob combinations the `--grid` flags give `methods` in all, parsed and checked as `clbench run`
+    does (bench.cli.settings.grid_axes, bench.running.grid)."""
+    from bench.catalog import registry
+    from bench.cli.settings import grid_axes
+    from bench.running import grid
+
+    axes = grid_axes(flags, None, registry("method"))
+    grid.check_axes(axes, methods, {})
+    return grid.shard_count(axes, methods, 0, 1, 1, 1, 1)
+
+
 def launch(args: argparse.Namespace, extra: list[str], folder: str) -> tuple[list[Path], float, float, str, float]:
     """Run `clbench run` with the shared options plus `extra` in a fresh process into the empty `folder`; returns
     the finished runs (in the order they started), launch and exit times, the command as shown and the seconds
@@ -78,8 +90,8 @@ def evaluator_seconds(run: Path) -> dict[str, float]:
 
 
 def run_parts(run: Path, ends: float) -> dict[str, Any]:
-    """One shard's time from its first file (spec.json) to `ends` (the next shard's first file, or the process's
-    exit), split by its files: the phases, epochs, validation passes and checkpoints (recorded by the trainer;
+    """One shard's time from its first file (spec.json) to `ends` (the next shard's first file, or its own last
+    result file), split by its files: the phases, epochs, validation passes and checkpoints (recorded by the trainer;
     older runs lump the last two into `in_shard_other_seconds`), writing, evaluators and what came after."""
     log = json.loads((run / "train_log.json").read_text())
     rows = json.loads((run / "rows.json").read_text())
@@ -169,8 +181,7 @@ def grid_cost(args: argparse.Namespace) -> dict:
     the sum of its shards' training (epochs) and model passes (epochs, validation, test)."""
     axes = args.grid or list(GRID_AXES)
     methods = ",".join(args.method_list)
-    per_seed = combinations_per_seed(methods.split(","), axes)
-    seeds = math.ceil(args.shards / per_seed)
+    seeds = math.ceil(args.shards / combinations_per_seed(args.method_list, axes))
     extra = ["--methods", methods, "--seeds", f"1-{seeds}", "--train-size", str(args.train_size)]
     for axis in axes:
         extra += ["--grid", axis]
@@ -206,16 +217,3 @@ def grid_cost(args: argparse.Namespace) -> dict:
             "median_train_seconds": round(statistics.median(s["parts"]["train_seconds"] for s in shards), 2),
             "median_test_seconds": round(statistics.median(s["test_predictions_seconds"] for s in shards), 2),
             "evaluators": sorted({k for s in shards for k in s["evaluators"]})}
-
-
-def combinations_per_seed(methods: list[str], axes: list[str]) -> int:
-    """How many knob combinations the grid `axes` (METHOD.KNOB=V1,V2,...) gives `methods` in all (1 per method
-    without an axis)."""
-    sizes: dict[str, int] = {m: 1 for m in methods}
-    for axis in axes:
-        name, _, values = axis.partition("=")
-        method = name.split(".", 1)[0]
-        if method not in sizes or not values:
-            raise BenchError(f"--grid {axis!r}: expected METHOD.KNOB=V1,V2 for one of --methods {','.join(methods)}")
-        sizes[method] *= len(values.split(","))
-    return sum(sizes.values())

@@ -76,8 +76,8 @@ class ShardRequest:
     deterministic: bool = False  # strict deterministic kernels on any device (`deterministic_kernels`; not in the key)
     save_format: tuple[str, ...] = ("pt",)  # model.pt and/or hf/ (bench.running.export; not in the key)
     report_to: tuple[str, ...] = ()  # experiment trackers (bench.training.tracking; they only watch: not in the key)
-    checkpoint_every_s: float = field(default_factory=default_checkpoint_every_s)  # resume checkpoints: at most one
-    # per this many seconds of training (0: after every epoch); a shorter shard writes none (not in the key)
+    checkpoint_every_s: float | None = None  # resume checkpoints: at most one per this many seconds of training (0:
+    # after every epoch); None: `default_checkpoint_every_s()` when the shard runs; not in the key
 
 
 def run_shard(spec: RunSpec, data: TextData, results_dir: Path, device: str = "auto",
@@ -262,7 +262,8 @@ def train_and_evaluate(spec: RunSpec, data: TextData, run_dir: Path, device_name
     compiled = compile_encoder(method.encoder) if request.compile else ""
     trainer = Trainer(method, spec.train, device, bundle.pad_id, spec.seed, bundle.min_length,
                       checkpoint=run_dir / CHECKPOINT, progress=progress, desc=spec.key, bucket=bucket,
-                      tracker=tracker, checkpoint_every_s=request.checkpoint_every_s)
+                      tracker=tracker, checkpoint_every_s=default_checkpoint_every_s()
+                      if request.checkpoint_every_s is None else request.checkpoint_every_s)
     fit = trainer.fit(encoded["train"], encoded["validation"])
     clock = time.perf_counter()
     probabilities = softmax(trainer.require_finite_outputs(trainer.predict(encoded["test"]), "test"))
