@@ -16,6 +16,11 @@ from bench.registry import METHODS, Registry
 NOISE_KINDS = ("symmetric", "asymmetric")
 # The settings that define a data regime (few labels, noisy labels): sweep dimensions, never tuned by a grid.
 REGIME_FIELDS = ("train_size", "shots", "val_size", "label_noise", "noise_kind")
+# How a data regime's random choices (training sample, validation sample, flipped labels) are seeded:
+# `per-seed` draws them anew for every model seed (the same draw for every method at one seed: paired), `fixed`
+# draws them once from --data-seed for every seed (a study conditional on one sample; runs made before draws
+# varied are `fixed`); `auto` is per-seed in a data regime. Without a regime nothing is drawn: always `fixed`.
+DATA_DRAWS = ("auto", "per-seed", "fixed")
 
 
 @dataclass(frozen=True)
@@ -42,6 +47,7 @@ class TrainConfig:
     val_size: int = 0  # validation examples: 0 = as many as the training sample (all without one), -1 = all
     label_noise: float = 0.0  # share of training labels flipped (validation and test untouched)
     noise_kind: str = "symmetric"  # symmetric: to a random other class; asymmetric: to the most confusable one
+    data_draw: str = "auto"  # DATA_DRAWS: resolved to per-seed or fixed on construction
 
     def __post_init__(self) -> None:
         checks = [
@@ -64,10 +70,15 @@ class TrainConfig:
             (self.val_size >= -1, "--val-size must be >= -1 (0: as many as the training sample, -1: all)"),
             (0 <= self.label_noise < 1, "--label-noise must be in [0, 1)"),
             (self.noise_kind in NOISE_KINDS, f"--noise-kind must be one of {', '.join(NOISE_KINDS)}"),
+            (self.data_draw in DATA_DRAWS, f"--data-draw must be one of {', '.join(DATA_DRAWS)} (per-seed: each "
+                                           "seed draws its own sample; fixed: one draw from --data-seed)"),
         ]
         for ok, message in checks:
             if not ok:
                 raise BenchError(message)
+        has_regime = any(getattr(self, name) != REGIME_DEFAULTS[name] for name in REGIME_FIELDS)
+        resolved = "fixed" if not has_regime else ("per-seed" if self.data_draw == "auto" else self.data_draw)
+        object.__setattr__(self, "data_draw", resolved)
 
     @classmethod
     def field_names(cls) -> list[str]:
@@ -77,6 +88,11 @@ class TrainConfig:
     def regime(self) -> dict[str, Any]:
         """The data-regime settings (REGIME_FIELDS) by name."""
         return {name: getattr(self, name) for name in REGIME_FIELDS}
+
+    def draw(self, seed: int) -> tuple[int, ...]:
+        """The entropy of the data regime's random choices for model seed `seed`: (data_seed,) for a fixed draw,
+        (data_seed, seed) for a per-seed one (bench.data.regimes seeds its streams with it)."""
+        return (self.data_seed, seed) if self.data_draw == "per-seed" else (self.data_seed,)
 
     def key_items(self) -> list[tuple[str, Any]]:
         """The settings as the run key lists them: all, except a field added since keys were first made while it
@@ -88,7 +104,8 @@ class TrainConfig:
 # TrainConfig fields added after run keys were first made, with the default the key leaves out.
 # The data regime's defaults: the whole, clean training set (the one source every part reads them from).
 REGIME_DEFAULTS = {name: getattr(TrainConfig, name) for name in REGIME_FIELDS}
-ADDED_DEFAULTS = dict(REGIME_DEFAULTS)  # so far the fields added since keys were first made are the regime's
+# the regime's fields, and data_draw: `fixed` is what every run made before draws varied did (so its key stands)
+ADDED_DEFAULTS = {**REGIME_DEFAULTS, "data_draw": "fixed"}
 
 
 def regime_label(values: dict[str, Any]) -> str:
@@ -188,7 +205,7 @@ class RunSpec:
                    if k in method_defaults and freeze(method_defaults[k]) != v}
         defaults = TrainConfig()
         changed.update({k: v for k, v in self.train.key_items()
-                        if k not in REGIME_FIELDS and getattr(defaults, k) != v})
+                        if k not in (*REGIME_FIELDS, "data_draw") and getattr(defaults, k) != v})
         return changed
 
     @property
@@ -227,7 +244,7 @@ class RunSpec:
             encoder=data["encoder"],
             seed=int(data["seed"]),
             data_fingerprint=data["data_fingerprint"],
-            train=TrainConfig(**data["train"]),
+            train=TrainConfig(**{"data_draw": "fixed", **data["train"]}),  # written before draws varied: fixed
             method_config=tuple(sorted((k, freeze(v)) for k, v in data["method_config"].items())),
             method_version=int(data.get("method_version", 1)),
             key_names=tuple(sorted(data.get("key_names", {}).items())),

@@ -20,7 +20,25 @@ def test_canonical_string_names_everything():
         assert (f",{name}=" in text) == (name not in ADDED_DEFAULTS)
     assert text.endswith("ce.tau=5.0")
     regime = make(train=TrainConfig(train_size=100, label_noise=0.2)).canonical()
-    assert regime.endswith(",data_seed=0,train_size=100,label_noise=0.2") and "shots" not in regime
+    assert regime.endswith(",data_seed=0,train_size=100,label_noise=0.2,data_draw=per-seed") and "shots" not in regime
+    fixed = make(train=TrainConfig(train_size=100, label_noise=0.2, data_draw="fixed")).canonical()
+    assert fixed.endswith(",data_seed=0,train_size=100,label_noise=0.2")  # the key of runs made before draws varied
+
+
+def test_data_draw_resolves_per_seed_in_a_regime_and_fixed_without_one():
+    assert TrainConfig().data_draw == "fixed" and TrainConfig(data_draw="per-seed").data_draw == "fixed"
+    assert TrainConfig(shots=4).data_draw == "per-seed" and TrainConfig(label_noise=0.2).data_draw == "per-seed"
+    assert TrainConfig(train_size=20, data_draw="fixed").data_draw == "fixed"
+    assert TrainConfig(train_size=20).draw(3) == (0, 3) and TrainConfig(train_size=20, data_draw="fixed").draw(3) == (0,)
+    with pytest.raises(BenchError, match="--data-draw must be one of"):
+        TrainConfig(train_size=20, data_draw="sometimes")
+
+
+def test_a_spec_written_before_draws_varied_reads_as_one_fixed_draw():
+    old = make(train=TrainConfig(train_size=100, data_draw="fixed")).to_json()
+    del old["train"]["data_draw"]  # what runs made before the field wrote
+    again = RunSpec.from_json(old)
+    assert again.train.data_draw == "fixed" and again.key == old["key"]
 
 
 def test_key_is_readable_and_hashed():

@@ -25,7 +25,7 @@ from bench.errors import BenchError
 from bench.registry import METHODS
 from bench.running import grid
 from bench.running.grid import MAX_SHARDS
-from bench.spec import ADDED_DEFAULTS, REGIME_FIELDS, RunSpec, TrainConfig, regime_label
+from bench.spec import ADDED_DEFAULTS, REGIME_DEFAULTS, REGIME_FIELDS, RunSpec, TrainConfig, regime_label
 from conftest import FIXTURE, read_fixture
 
 # one quick epoch of tiny-bert per shard (the numbers do not matter here: what was planned, recorded and labelled)
@@ -382,7 +382,9 @@ def test_the_recorded_flipped_ids_are_the_labels_that_changed(sweep):
     original = {row["id"]: row["label"] for row in read_fixture("train")}
     for spec_json in specs_of(results).values():
         regime = {k: spec_json["train"][k] for k in REGIME_FIELDS}
-        data = apply_regime(load_dataset(str(dataset)), regime, 0)
+        draw = RunSpec.from_json(spec_json).train.draw(spec_json["seed"])
+        assert draw == ((0, spec_json["seed"]) if any(regime[k] != ADDED_DEFAULTS[k] for k in REGIME_FIELDS) else (0,))
+        data = apply_regime(load_dataset(str(dataset)), regime, draw)
         changed = sorted(i for i, label in zip(data.train.ids, data.train.labels.tolist())
                          if data.label_names[label] != original[i])
         assert spec_json["data"]["regime"]["flipped_ids"] == changed
@@ -447,30 +449,39 @@ def test_regime_labels():
         "k=4+val=all+noise=0.1-asym"
 
 
-# ----------------------------------------------------------------------------------------------- 7. one sample
+# ----------------------------------------------------------------------------------------------- 7. draws
 
-def test_every_method_and_seed_sees_the_same_sample(sweep, tmp_path):
+def test_each_seed_draws_its_own_sample_shared_by_every_method(sweep, tmp_path):
     dataset, results, _ = sweep
-    more = tmp_path / "results"
+    more, fixed = tmp_path / "results", tmp_path / "fixed"
     code = main(["run", "--datasets", str(dataset), "--methods", "ce,supcon", "--train-size", "8", "--seeds", "2",
                  *TRAIN, "--results-dir", str(more)])
+    assert code == 0
+    code = main(["run", "--datasets", str(dataset), "--methods", "ce", "--train-size", "8", "--seeds", "1,2",
+                 "--data-draw", "fixed", *TRAIN, "--results-dir", str(fixed)])
     assert code == 0
     specs = [*specs_of(results).values(), *specs_of(more).values()]
     digests = {}
     for spec_json in specs:
         train = spec_json["train"]
-        digests.setdefault((train["train_size"], train["label_noise"]), set()).add(
-            (spec_json["method"], spec_json["seed"], spec_json["split_ids"]["train"],
-             spec_json["split_ids"]["validation"], spec_json["split_ids"]["test"]))
-    at_8 = digests[(8, 0.0)]
-    assert {(method, seed) for method, seed, *_ in at_8} == {("ce", 1), ("supcon", 1), ("ce", 2), ("supcon", 2)}
-    assert len({tuple(ids) for _, _, *ids in at_8}) == 1  # ce and supcon, seeds 1 and 2: one train/validation/test sample
-    train_of = {regime: {t for _, _, t, _, _ in found} for regime, found in digests.items()}
-    assert all(len(found) == 1 for found in train_of.values())
-    assert train_of[(8, 0.0)] != train_of[(16, 0.0)]  # another train size, another sample
-    assert train_of[(8, 0.0)] == train_of[(8, 0.25)]  # noise flips labels of the same sample
-    assert train_of[(16, 0.0)] == train_of[(16, 0.25)]
-    assert len({t for _, _, _, _, t in (x for found in digests.values() for x in found)}) == 1  # test untouched
+        assert train["data_draw"] == "per-seed"
+        assert spec_json["data"]["regime"]["draw_seeds"] == [0, spec_json["seed"]]
+        digests.setdefault((train["train_size"], train["label_noise"], spec_json["seed"]), set()).add(
+            (spec_json["method"], spec_json["split_ids"]["train"], spec_json["split_ids"]["test"]))
+    at_8 = {seed: {tuple(ids) for _, *ids in digests[(8, 0.0, seed)]} for seed in (1, 2)}
+    assert {m for m, *_ in digests[(8, 0.0, 1)] | digests[(8, 0.0, 2)]} == {"ce", "supcon"}
+    assert all(len(found) == 1 for found in at_8.values())  # ce and supcon at one seed: one (paired) sample
+    assert at_8[1] != at_8[2]  # two seeds: two samples
+    train_of = {regime: {t for _, t, _ in found} for regime, found in digests.items()}
+    assert train_of[(8, 0.0, 1)] != train_of[(16, 0.0, 1)]  # another train size, another sample
+    assert train_of[(8, 0.0, 1)] == train_of[(8, 0.25, 1)]  # noise flips labels of the same sample
+    assert train_of[(16, 0.0, 1)] == train_of[(16, 0.25, 1)]
+    assert len({t for found in digests.values() for _, _, t in found}) == 1  # test untouched
+    drawn = [spec_json["data"]["regime"] for spec_json in specs_of(more).values()]
+    assert all(len(regime["train_ids"]) == 8 for regime in drawn)  # the drawn ids are in spec.json
+    one_draw = list(specs_of(fixed).values())
+    assert {s["train"]["data_draw"] for s in one_draw} == {"fixed"} and len(one_draw) == 2
+    assert len({s["split_ids"]["train"] for s in one_draw}) == 1  # --data-draw fixed: every seed, one sample
 
 
 # ----------------------------------------------------------------------------------------------- 8. DataRef
@@ -500,8 +511,9 @@ def test_a_data_ref_reloads_the_planned_shards_data(sweep):
     original = dict(zip(plain.train.ids, plain.train.labels.tolist()))
     for shard in shards:
         ref = shard.source
-        assert {**ADDED_DEFAULTS, **dict(ref.regime)} == shard.spec.train.regime()  # defaults left out
-        again = DataRef(ref.name, ref.data_dir, ref.data_seed, ref.val_fraction, regime=ref.regime).load()
+        assert {**REGIME_DEFAULTS, **dict(ref.regime)} == shard.spec.train.regime()  # defaults left out
+        assert ref.draw == (0, 1)  # a per-seed draw travels with the reference
+        again = DataRef(ref.name, ref.data_dir, ref.data_seed, ref.val_fraction, regime=ref.regime, draw=ref.draw).load()
         same_data(again, shard.data)
         same_data(pickle.loads(pickle.dumps(ref)).load(), shard.data)  # as a SLURM job receives it
         flipped = sorted(i for i, label in zip(again.train.ids, again.train.labels.tolist()) if original[i] != label)

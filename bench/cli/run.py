@@ -29,6 +29,9 @@ HELP = {
     "val_size": "validation examples: 0 = as many as the training sample (all without one), -1 = all, N",
     "label_noise": "noisy labels: the share of training labels flipped (validation and test untouched)",
     "noise_kind": "symmetric (to a random other class) | asymmetric (to the class's most confusable class)",
+    "data_draw": "auto | per-seed | fixed: per-seed = each seed draws its own few-label sample, validation sample "
+                 "and flipped labels (paired across methods); fixed = one draw from --data-seed for every seed; "
+                 "auto = per-seed in a data regime",
 }
 
 

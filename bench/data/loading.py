@@ -8,7 +8,7 @@ import importlib
 import json
 import logging
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable
 
@@ -16,75 +16,14 @@ import numpy as np
 
 from bench.data.cards import Card
 from bench.data.files import find_split_file, read_columns, rows_to_columns, short, shown
+from bench.data.regimes import apply_regime
+from bench.data.textdata import SPLITS, Split, TextData  # noqa: F401  (TextData and Split are imported from here too)
 from bench.errors import BenchError
 from bench.hub import cached_dataset, datasets_cache_dir, datasets_offline, hub_reachable, offline_reason
 from bench.registry import DATASETS
 from bench.spec import ADDED_DEFAULTS
 
 log = logging.getLogger(__name__)
-
-SPLITS = ("train", "validation", "test")
-
-
-@dataclass
-class Split:
-    """One split: parallel lists of example ids, texts and integer labels."""
-
-    ids: list[str]
-    texts: list[str]
-    labels: np.ndarray
-
-    def __len__(self) -> int:
-        return len(self.texts)
-
-    def subset(self, index: Iterable[int]) -> "Split":
-        """The examples at the given positions, in that order."""
-        index = list(index)
-        return Split([self.ids[i] for i in index], [self.texts[i] for i in index], self.labels[index])
-
-
-@dataclass
-class TextData:
-    """A loaded, checked dataset with train, validation and test splits."""
-
-    name: str
-    label_names: list[str]
-    train: Split
-    validation: Split
-    test: Split
-    source: str
-    validation_source: str
-    fingerprint: str  # of the source data, before any regime (bench.data.regimes) sampled or flipped it
-    warnings: list[str] = field(default_factory=list)
-    regime: dict[str, Any] = field(default_factory=dict)  # what bench.data.regimes did to it ({}: nothing)
-    # texts cut to what the model sees (bench.data.bounds.bound_data), per split, and the max_length they were
-    # cut to (0: not bounded yet); the fingerprint is of the data as loaded, so it never depends on the cut
-    texts_cut: dict[str, int] = field(default_factory=dict)
-    bounded_to: int = 0
-
-    @property
-    def num_labels(self) -> int:
-        return len(self.label_names)
-
-    def require_fingerprint(self, expected: str, since: str, fix: str) -> None:
-        """A BenchError when this is not the data whose fingerprint is `expected` (`since`: e.g. "run X")."""
-        if self.fingerprint != expected:
-            raise BenchError(f"the data of {self.name} changed since {since} (fingerprint {self.fingerprint} != "
-                             f"{expected}); {fix}")
-
-    def describe(self) -> dict[str, Any]:
-        """Sizes and origin, for the run record."""
-        return {
-            "name": self.name,
-            "source": self.source,
-            "fingerprint": self.fingerprint,
-            "label_names": self.label_names,
-            "sizes": {s: len(getattr(self, s)) for s in SPLITS},
-            "validation_source": self.validation_source,
-            "warnings": self.warnings,
-            "regime": self.regime,
-        }
-
 
 # ----------------------------------------------------------------------------------------------- sources
 
@@ -356,20 +295,20 @@ class DataRef:
     data_seed: int = 0
     val_fraction: float = 0.1
     regime: tuple[tuple[str, Any], ...] = ()  # TrainConfig's regime settings, as (name, value) pairs
+    draw: tuple[int, ...] = ()  # the regime's draw (TrainConfig.draw): () = (data_seed,), one fixed draw
 
-    def load(self) -> "TextData":
+    def load(self) -> TextData:
         """Load the dataset as `plan` did, its regime applied."""
-        from bench.data.regimes import apply_regime
-
         data = load_dataset(self.name, self.data_dir, self.data_seed, self.val_fraction)
-        return apply_regime(data, dict(self.regime), self.data_seed)
+        return apply_regime(data, dict(self.regime), self.draw or (self.data_seed,))
 
 
 def data_ref(name: str, data_dir: str | None, data_seed: int, val_fraction: float,
-             regime: dict[str, Any] | None = None) -> DataRef:
+             regime: dict[str, Any] | None = None, draw: tuple[int, ...] = ()) -> DataRef:
     """A DataRef that works from any folder: paths made absolute, $BENCH_DATA_DIR recorded."""
     if name not in DATASETS and Path(name).expanduser().is_dir():
         name = str(Path(name).expanduser().resolve())
     folder = data_dir or os.environ.get("BENCH_DATA_DIR")
     return DataRef(name, str(Path(folder).expanduser().resolve()) if folder else None, data_seed, val_fraction,
-                   tuple(sorted((k, v) for k, v in (regime or {}).items() if ADDED_DEFAULTS.get(k, object()) != v)))
+                   tuple(sorted((k, v) for k, v in (regime or {}).items() if ADDED_DEFAULTS.get(k, object()) != v)),
+                   tuple(draw))

@@ -1,19 +1,18 @@
 """Data regimes: few labels (a stratified training sample of N examples, or K per class), a validation split sized
 like that sample, and noisy training labels (symmetric, or flipped to each class's most confusable class). Every
-random choice is seeded from the data seed only, so every method and model seed sees the same data."""
+random choice is seeded from the run's draw (bench.spec.TrainConfig.draw): the data seed, and for a per-seed draw
+the model seed, never the method, so every method at one seed sees the same data (paired runs)."""
 
 from __future__ import annotations
 
 import dataclasses
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 
+from bench.data.textdata import Split, TextData
 from bench.errors import BenchError
 from bench.spec import NOISE_KINDS, REGIME_DEFAULTS, REGIME_FIELDS, TrainConfig
-
-if TYPE_CHECKING:  # bench.data.loading imports this module (DataRef.load applies a regime)
-    from bench.data.loading import Split, TextData
 
 DEFAULTS: dict[str, Any] = REGIME_DEFAULTS
 # A distinct stream per step, so e.g. adding noise leaves the training sample as it was.
@@ -105,12 +104,13 @@ def sample_train(data: TextData, settings: dict[str, Any], rng: np.random.Genera
     return data.train
 
 
-def sample_validation(data: TextData, settings: dict[str, Any], train_classes: list[int], seed: int,
+def sample_validation(data: TextData, settings: dict[str, Any], train_classes: list[int], draw: str,
                       rng: np.random.Generator) -> tuple[Split, str, list[str]]:
-    """The validation split the settings ask for, what it is (validation_source) and any warnings."""
+    """The validation split the settings ask for, what it is (validation_source) and any warnings; `draw` names
+    the draw (`draw_name`)."""
     val, n, k, m = data.validation, settings["train_size"], settings["shots"], settings["val_size"]
     counts = class_counts(val, data.num_labels)
-    origin = f"{len(val)} validation examples ({data.validation_source}; data seed {seed})"
+    origin = f"{len(val)} validation examples ({data.validation_source}; {draw})"
     if m == -1 or (m == 0 and not (n or k)):
         return val, data.validation_source, []
     if m > 0:
@@ -188,23 +188,37 @@ def flip_labels(train: Split, settings: dict[str, Any], num_labels: int,
 
 # ----------------------------------------------------------------------------------------------- the regime
 
-def apply_regime(data: TextData, regime: Mapping[str, Any], data_seed: int) -> TextData:
-    """The data under a regime (few labels, a validation split sized like them, noisy training labels): a new
-    TextData recording what was done in `regime`, or `data` itself when every setting is at its default."""
+def draw_name(draw: Sequence[int]) -> str:
+    """A draw in words: `data seed 0` (fixed: one draw for every seed) or `data seed 0, seed 3` (per seed)."""
+    return f"data seed {draw[0]}" + (f", seed {draw[1]}" if len(draw) > 1 else "")
+
+
+def stream(draw: Sequence[int], step: int) -> np.random.Generator:
+    """The random stream of one step of the regime under `draw`: a fixed draw (data_seed,) seeds it as every run
+    made before draws varied did ([data_seed, step]); a per-seed draw adds the model seed."""
+    return np.random.default_rng([draw[0], step, *draw[1:]])
+
+
+def apply_regime(data: TextData, regime: Mapping[str, Any], draw: int | Sequence[int]) -> TextData:
+    """The data under a regime (few labels, a validation split sized like them, noisy training labels), drawn
+    with `draw` (TrainConfig.draw: (data_seed,) or (data_seed, seed); an int is a fixed draw): a new TextData
+    recording what was done and drawn in `regime`, or `data` itself when every setting is at its default."""
     if is_default(regime):
         return data
+    draw = (int(draw),) if isinstance(draw, (int, np.integer)) else tuple(int(d) for d in draw)
     settings = regime_settings(regime)
-    train = sample_train(data, settings, np.random.default_rng([data_seed, TRAIN_STREAM]))
+    train = sample_train(data, settings, stream(draw, TRAIN_STREAM))
     train_classes = np.flatnonzero(class_counts(train, data.num_labels)).tolist()
     validation, validation_source, warnings = sample_validation(
-        data, settings, train_classes, data_seed, np.random.default_rng([data_seed, VALIDATION_STREAM]))
+        data, settings, train_classes, draw_name(draw), stream(draw, VALIDATION_STREAM))
     flipped: list[int] = []
     mapping = None
     if settings["label_noise"] > 0:
-        train, flipped, mapping = flip_labels(train, settings, data.num_labels,
-                                              np.random.default_rng([data_seed, NOISE_STREAM]))
+        train, flipped, mapping = flip_labels(train, settings, data.num_labels, stream(draw, NOISE_STREAM))
     record: dict[str, Any] = {
         **settings,
+        "draw": "per-seed" if len(draw) > 1 else "fixed",
+        "draw_seeds": list(draw),
         "train_examples": len(train),
         "validation_examples": len(validation),
         "source_train_examples": len(data.train),
@@ -212,6 +226,10 @@ def apply_regime(data: TextData, regime: Mapping[str, Any], data_seed: int) -> T
         "flipped_ids": sorted(train.ids[i] for i in flipped),
         "flipped": len(flipped),
     }
+    if settings["train_size"] or settings["shots"]:  # what was drawn, by id (the whole split needs none)
+        record["train_ids"] = sorted(train.ids)
+    if validation is not data.validation:
+        record["validation_ids"] = sorted(validation.ids)
     if mapping is not None:
         record["noise_map"] = {data.label_names[c]: data.label_names[t] for c, t in mapping.items()}
     return dataclasses.replace(data, train=train, validation=validation, validation_source=validation_source,

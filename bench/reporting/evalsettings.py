@@ -26,7 +26,7 @@ NOT_SETTINGS = {"run_key", "method", "dataset", "encoder", "seed", "evaluator", 
                 "eval_hash", "eval_settings", "eval_seconds", "cpu_threads", "collapsed", "compiled", "length_bucket",
                 "deterministic",
                 "build_seconds", "prepare_seconds", "tokenize_seconds", "test_seconds",
-                "variant", "combo", "knobs", "base_dataset", "train_examples", "flipped", *REGIME_FIELDS}
+                "variant", "combo", "knobs", "base_dataset", "train_examples", "flipped", "data_draw", *REGIME_FIELDS}
 SETTINGS_COLUMN = "eval_settings"
 VERSION = "eval_version"  # the name a stored settings dict's `version` is shown under (as in the rows)
 

@@ -209,14 +209,15 @@ def record_failure(spec: RunSpec, evaluator: Evaluator, path: Path, reason: str,
 def spec_columns(spec: RunSpec) -> dict[str, Any]:
     """The columns every row of a run carries from its spec, besides its identity (`row_for`): the config hash,
     method version and variant, the data fingerprint, the knob combination (`combo`, equal across seeds) and the
-    knobs it changed (`knobs`, JSON), and the data regime's settings (train_size, ..., noise_kind)."""
+    knobs it changed (`knobs`, JSON), the data regime's settings (train_size, ..., noise_kind) and its draw
+    (`data_draw`: per-seed or fixed, TrainConfig.data_draw)."""
     import json
 
     changed = spec.changed_settings(METHODS.get(spec.method).config_fields() if spec.method in METHODS else {})
     return {"config_hash": spec.config_hash, "method_version": spec.method_version, "variant": spec.variant,
             "data_fingerprint": spec.data_fingerprint, "combo": spec.combo,
             "knobs": json.dumps(changed, sort_keys=True, separators=(",", ":"), default=list),
-            **spec.train.regime()}
+            **spec.train.regime(), "data_draw": spec.train.data_draw}
 
 
 def row_for(spec: RunSpec, evaluator: str, record: dict[str, Any], meta: dict[str, Any]) -> dict[str, Any]:
@@ -247,7 +248,7 @@ def data_for_run(run_dir: Path, spec: RunSpec, data_dir: str | None) -> TextData
     else:
         data = load_dataset(name, last, spec.train.data_seed, spec.train.val_fraction)
     data.require_fingerprint(spec.data_fingerprint, f"run {spec.key}", "point --data-dir at the original files")
-    return apply_regime(data, spec.train.regime(), spec.train.data_seed)
+    return apply_regime(data, spec.train.regime(), spec.train.draw(spec.seed))
 
 
 def load_run_classifier(run_dir: Path, spec: RunSpec, data: TextData, device: torch.device) -> ModelClassifier:

@@ -84,7 +84,7 @@ def plan(method_names: list[str], dataset_names: list[str], encoder_names: list[
     evaluators = build_evaluators(list(request.evaluators))
     loaded: dict[tuple[Any, ...], tuple[TextData, str]] = {}
 
-    def data_for(dataset: str, cfg: TrainConfig) -> tuple[TextData, DataRef]:
+    def data_for(dataset: str, cfg: TrainConfig, seed: int) -> tuple[TextData, DataRef]:
         carve = (dataset, cfg.data_seed, cfg.val_fraction)
         if carve not in loaded:
             data = load_dataset(dataset, data_dir, cfg.data_seed, cfg.val_fraction)
@@ -93,10 +93,11 @@ def plan(method_names: list[str], dataset_names: list[str], encoder_names: list[
             for evaluator in evaluators:
                 evaluator.check(request.options, data, results_dir)
         data, found = loaded[carve]
-        key = (*carve, tuple(sorted(cfg.regime().items())))
+        draw = cfg.draw(seed)  # per-seed draws: one sample per seed, shared by every method (paired)
+        key = (*carve, tuple(sorted(cfg.regime().items())), draw)
         if key not in loaded:
-            loaded[key] = (apply_regime(data, cfg.regime(), cfg.data_seed), found)
-        return loaded[key][0], data_ref(found, data_dir, cfg.data_seed, cfg.val_fraction, cfg.regime())
+            loaded[key] = (apply_regime(data, cfg.regime(), draw), found)
+        return loaded[key][0], data_ref(found, data_dir, cfg.data_seed, cfg.val_fraction, cfg.regime(), draw)
 
     shards = []
     for dataset in dataset_names:
@@ -105,10 +106,12 @@ def plan(method_names: list[str], dataset_names: list[str], encoder_names: list[
                 method_class = METHODS.get(method)
                 for (train, _), config in zip(combos[method], configs[method]):
                     cfg = train_config(dataset, {**overrides, **regime, **train})
-                    data, source = data_for(dataset, cfg)
-                    method_class.validate(method_class.Config(**dict(config)), data.label_names, results_dir)
                     for encoder in encoder_names:
                         for seed in seeds:
+                            data, source = data_for(dataset, cfg, seed)
+                            if encoder == encoder_names[0] and seed == seeds[0]:
+                                method_class.validate(method_class.Config(**dict(config)), data.label_names,
+                                                      results_dir)
                             shards.append(Shard(run_spec(method, data, encoder, seed, cfg, config), data, source))
     keys = [s.spec.key for s in shards]
     if len(set(keys)) != len(keys):
