@@ -181,9 +181,13 @@ def load_results(path: PathLike | None = None, filters: Sequence[str] = ()) -> p
 def compare(results: pd.DataFrame, baseline: str = "ce", results_dir: PathLike | None = None,
             bootstrap: int | None = None, include_collapsed: bool = False) -> pd.DataFrame:
     """The paired comparison of `clbench report --table compare`: every other method against `baseline` per
-    dataset x encoder on the same test items, one row each with `delta` (mean test-accuracy difference over
-    paired seeds, points), its 95% paired-bootstrap CI (`ci_low`, `ci_high`), `p`, Benjamini-Hochberg `q`,
-    `significant` (q < 0.05), `seeds`, per-seed McNemar p (`mcnemar`) and `note`.
+    dataset x encoder, paired by run (seed, and with per-seed draws training sample), one row each with the
+    `verdict` (better / worse / equivalent / inconclusive), `delta` (mean test-accuracy difference over paired
+    runs, points) and `delta_std`, its Student-t 95% interval over runs (`ci_low`, `ci_high`), the paired t-test
+    `p`, Benjamini-Hochberg `q`, `significant` (verdict better or worse), ASO's `aso_epsilon`, `runs`
+    (`seeds`: the same number), `runs_needed` (for an inconclusive verdict), then the secondary item-level
+    statistics of these trained models: `items_ci_low`, `items_ci_high`, `items_p`, per-run McNemar p
+    (`mcnemar`); and `note`.
 
     `results`: rows of `run` or `load_results` (filtered as you like); the test predictions are read from
     `results_dir` (default: the folder those rows came from). Collapsed runs are left out unless
@@ -196,14 +200,18 @@ def compare(results: pd.DataFrame, baseline: str = "ce", results_dir: PathLike |
     for _, group in cells.groupby("row", sort=False):
         cell = {column: row for column, row in zip(group["column"], group.to_dict("records"))}
         dataset, encoder, method = (group.iloc[0][k] for k in ("dataset", "encoder", "method"))
-        delta = cell["Δ acc"]
+        delta, items = cell["Δ acc"], cell["items CI ‡"]
+        word = cell["verdict"]["text"]
         records.append({
             "dataset": dataset, "encoder": encoder, "method": method, "baseline": cells.attrs["baseline"],
-            "delta": delta["mean"], "delta_std": delta["std"], "ci_low": cell["95% CI"].get("low", math.nan),
-            "ci_high": cell["95% CI"].get("high", math.nan), "p": cell["p (bootstrap)"]["mean"],
-            "q": cell["q (BH)"]["mean"],
-            "significant": cell["sig"]["text"] == "*", "seeds": int(cell["seeds"]["n"]),
-            "mcnemar": cell["McNemar p"]["text"], "collapsed": str(delta["text"]).endswith("†"),
+            "verdict": word, "delta": delta["mean"], "delta_std": delta["std"],
+            "ci_low": cell["95% CI"].get("low", math.nan), "ci_high": cell["95% CI"].get("high", math.nan),
+            "p": cell["p"]["mean"], "q": cell["q (BH)"]["mean"], "significant": word in ("better", "worse"),
+            "aso_epsilon": cell["ASO ε"]["mean"], "runs": int(cell["runs"]["n"]), "seeds": int(cell["runs"]["n"]),
+            "runs_needed": cell["runs needed"]["mean"],
+            "items_ci_low": items.get("low", math.nan), "items_ci_high": items.get("high", math.nan),
+            "items_p": items.get("p", math.nan),
+            "mcnemar": cell["McNemar p ‡"]["text"], "collapsed": str(delta["text"]).endswith("†"),
             "note": delta["note"]})
     frame = pd.DataFrame(records)
     frame.attrs.update(title=title, notes=list(cells.attrs.get("notes", [])))

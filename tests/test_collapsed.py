@@ -140,7 +140,7 @@ def test_compare_and_vs_paper_follow_the_same_policy(folder, frame):
     keys = sorted(set(frame["run_key"]))
     predictions = stats.load_run_predictions(folder, keys)
     left = tables.compare(frame, predictions, "ce", n_resamples=50)
-    assert set(left["row"]) == {"cl"} and cells_of(left)[("cl", "seeds")]["text"] == "1 (1 unpaired)"
+    assert set(left["row"]) == {"cl"} and cells_of(left)[("cl", "runs")]["text"] == "1 (1 unpaired)"
     assert any(BAD in n for n in left.attrs["notes"])
     kept = tables.compare(frame, predictions, "ce", n_resamples=50, include_collapsed=True)
     assert cells_of(kept)[("cl", "Δ acc")]["text"].endswith("†")     # its baseline ce includes a collapsed seed
@@ -221,7 +221,7 @@ def test_the_run_summary_marks_collapsed_runs_instead_of_averaging_them(folder):
     predictions = stats.load_run_predictions(folder, sorted({r["run_key"] for r in rows}))
     paired = results_table(rows, predictions).set_index("method")
     assert list(paired.columns)[-2:] == ["wall_s", "note"]
-    assert paired.loc["supcon", "Δacc vs ce [95% CI]"] == "—"             # no Δ for a collapsed run
+    assert paired.loc["supcon", "Δacc vs ce [95% CI], verdict"] == "—"             # no Δ for a collapsed run
     evaluated = [row for path in sorted(folder.iterdir()) for row in store.run_rows(path)
                  if row["evaluator"] != "clean"]
     (line,) = [line for line in evaluator_lines(rows + evaluated) if line.startswith("checklist")]

@@ -225,3 +225,15 @@ def test_a_validation_size_set_at_one_point_is_noted_not_a_panel_of_its_own():
     with pytest.raises(BenchError, match="seed 1 more than once"):  # two validation sizes at one point
         other = sweep(sizes=(100,), val_size=-1)
         curveplot.curve_plot(pd.concat([sweep(), other.assign(run_key=other["run_key"] + "_val-all")]))
+
+
+def test_intervals_are_clipped_to_what_a_rate_can_be():
+    import pandas as pd
+
+    from bench.reporting.curveplot import curve_frame
+
+    rows = pd.DataFrame({"facet": "f", "method": "ce", "x": 20.0, "base_dataset": "sst2", "encoder": "minilm",
+                         "value": [0.99, 0.60]})  # two runs: the t interval reaches far past 100%
+    clipped = curve_frame(rows, 100.0).iloc[0]
+    assert clipped["high"] == 100.0 and 0.0 <= clipped["low"] and clipped["mean"] == pytest.approx(79.5)
+    assert curve_frame(rows, 100.0, clip=False).iloc[0]["high"] > 100.0

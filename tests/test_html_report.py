@@ -150,7 +150,9 @@ def check_elements(found: Elements) -> None:
 def test_page_holds_every_section_table_and_figure(built):
     folder, text = built
     check_elements(Elements(text))
-    assert "95% CI" in text and "q (BH)" in text and "McNemar p" in text      # the comparison's statistics
+    assert "95% CI" in text and "q (BH)" in text and "McNemar p ‡" in text    # the comparison's statistics
+    assert text.index('id="verdicts"') < text.index('class="meta"')          # the page opens with the verdicts
+    assert "<strong>inconclusive</strong>: clld-adaptive" in text
     assert "<dt>Results folder</dt><dd>results</dd>" in text and "none (every finished run)" in text
     assert 'id="warnings"' in text and "No mixed code versions" in text
     for absent in ("No evaluator rows", "No clld run", "No comparison", "No ablation", "No published numbers",

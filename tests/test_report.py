@@ -236,15 +236,18 @@ def test_compare_table_and_unpaired_seed(folder):
     cells = cells_of(table)
     assert list(dict.fromkeys(table["row"])) == ["mr minilm cl", "mr minilm clld-adaptive", "trec minilm supcon"]
     assert cells[("mr minilm clld-adaptive", "Δ acc")]["text"] == "+15.00"   # 95% - 80% on seed 1 only
-    assert cells[("mr minilm clld-adaptive", "seeds")]["text"] == "1 (1 unpaired)"
+    assert cells[("mr minilm clld-adaptive", "runs")]["text"] == "1 (1 unpaired)"
+    assert cells[("mr minilm clld-adaptive", "verdict")]["text"] == "inconclusive"  # one run: never a verdict
+    assert cells[("mr minilm clld-adaptive", "runs needed")]["text"] == "≥ 3 (+2)"
     assert "mr/minilm/clld-adaptive: seed 2: ce only, left out" in table.attrs["notes"]
     assert cells[("trec minilm supcon", "Δ acc")]["text"] == "+5.00"
-    ci = cells[("mr minilm clld-adaptive", "95% CI")]
-    assert ci["low"] <= 15.0 <= ci["high"]
-    assert cells[("mr minilm clld-adaptive", "McNemar p")]["text"].startswith("s1 ")
-    p = [cells[(r, "p (bootstrap)")]["mean"] for r in dict.fromkeys(table["row"])]
+    assert cells[("mr minilm clld-adaptive", "95% CI")]["text"] == "[—, —]"  # no interval over one run
+    items = cells[("mr minilm clld-adaptive", "items CI ‡")]  # the secondary, item-level interval
+    assert items["low"] <= 15.0 <= items["high"]
+    assert cells[("mr minilm clld-adaptive", "McNemar p ‡")]["text"].startswith("s1 ")
+    p = [cells[(r, "p")]["mean"] for r in dict.fromkeys(table["row"])]
     q = [cells[(r, "q (BH)")]["mean"] for r in dict.fromkeys(table["row"])]
-    assert q == pytest.approx(list(stats.bh_adjust(p)))
+    assert q == pytest.approx(list(stats.bh_adjust(p)), nan_ok=True)
     table = tables.compare(frame, stats.load_run_predictions(folder, keys), "cl", n_resamples=200)
     assert list(dict.fromkeys(table["row"])) == ["ce", "clld-adaptive"]
     assert "trec/minilm: no cl run, not compared" in table.attrs["notes"]
@@ -471,3 +474,33 @@ def test_mix_warnings_shorten_commits_and_long_lists():
     commit = "3a2a51ef1b63a2b2d3bc775849386b8b4de2cf13"
     assert short_value(commit) == "3a2a51ef1b" and short_value(commit + "+dirty") == "3a2a51ef1b+dirty"
     assert short_value("0.3.0") == "0.3.0" and short_value("c7") == "c7"
+
+
+def test_compare_verdicts_count_runs(tmp_path):
+    """ce at 50-62% over 4 seeds; `up` 10 points above it on every seed (better); `level` the same items as ce
+    (equivalent); `noisy` ±10 points run to run (inconclusive, with runs needed); `two` up on 2 seeds only."""
+    results = tmp_path / "results"
+    n = 100
+    for seed, base in zip((1, 2, 3, 4), (50, 56, 60, 62)):
+        write_run(results, "ce", "mr", seed, right(base, n))
+        write_run(results, "supcon", "mr", seed, right(base + 10, n))
+        write_run(results, "cl", "mr", seed, right(base, n))
+        write_run(results, "lcl", "mr", seed, right(base + (10 if seed % 2 else -8), n))
+        if seed <= 2:
+            write_run(results, "dcl", "mr", seed, right(base + 20, n))
+    frame = load_results(results)
+    keys = tables.clean_accuracy(frame)["run_key"]
+    table = tables.compare(frame, stats.load_run_predictions(results, keys), "ce", n_resamples=200)
+    cells = cells_of(table)
+    assert cells[("supcon", "verdict")]["text"] == "better" and cells[("supcon", "runs")]["text"] == "4"
+    assert cells[("supcon", "95% CI")]["text"] == "[+10.00, +10.00]"
+    assert cells[("cl", "verdict")]["text"] == "equivalent"
+    assert cells[("lcl", "verdict")]["text"] == "inconclusive" and cells[("lcl", "runs needed")]["text"].startswith("≈")
+    assert cells[("dcl", "verdict")]["text"] == "inconclusive"  # +20 on both runs: 2 runs are never a verdict
+    assert "(+1)" in cells[("dcl", "runs needed")]["text"]
+    p = [cells[(r, "p")]["mean"] for r in dict.fromkeys(table["row"])]
+    q = [cells[(r, "q (BH)")]["mean"] for r in dict.fromkeys(table["row"])]
+    assert q == pytest.approx(list(stats.bh_adjust(p)), nan_ok=True)
+    assert cells[("supcon", "items CI ‡")]["low"] > 0  # the secondary columns are still there
+    notes = "\n".join(table.attrs["notes"])
+    assert "secondary, these trained models only" in notes and "never decide the verdict" in notes

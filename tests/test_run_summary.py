@@ -26,7 +26,7 @@ from bench.spec import RunSpec, TrainConfig
 from conftest import FAST
 from test_report import right, write_run
 
-DELTA = "Δacc vs ce [95% CI]"
+DELTA = "Δacc vs ce [95% CI], verdict"
 
 
 # ----------------------------------------------------------------------------------------------- the Δ column
@@ -52,20 +52,21 @@ def delta_cell(table, dataset: str, method: str) -> str:
     return row[DELTA].iloc[0]
 
 
-def test_delta_equals_the_pooled_difference_of_the_prediction_frames_and_its_ci_brackets_it(paired):
+def test_delta_is_the_mean_paired_run_difference_with_its_interval_over_runs_and_the_verdict(paired):
     rows, predictions = paired
     table = results_table(rows, predictions)
     by_key = {(k.split("_")[0], k.split("_")[1], int(k.split("_s")[1].split("_")[0])): f for k, f in predictions.items()}
-    differences = [by_key["cl", "mr", s].set_index("id")["correct"].astype(float)
-                   - by_key["ce", "mr", s].set_index("id")["correct"].astype(float) for s in (1, 2)]
-    expected = 100 * float(np.mean(np.concatenate([d.to_numpy() for d in differences])))
-    assert expected == pytest.approx(100 * ((16 + 17) - (12 + 14)) / 40)   # the fixture is what it says
+    per_run = [100 * (by_key["cl", "mr", s]["correct"].mean() - by_key["ce", "mr", s]["correct"].mean()) for s in (1, 2)]
+    assert per_run == pytest.approx([100 * 4 / 20, 100 * 3 / 20])   # the fixture is what it says
     cell = delta_cell(table, "mr", "cl")
-    match = re.fullmatch(r"([+-]\d+\.\d\d) \[([+-]\d+\.\d\d), ([+-]\d+\.\d\d)\]", cell)
+    match = re.fullmatch(r"([+-]\d+\.\d\d) \[([+-]\d+\.\d\d), ([+-]\d+\.\d\d)\] (\w+) \(2 runs\)", cell)
     assert match, cell
-    delta, low, high = map(float, match.groups())
-    assert delta == pytest.approx(expected, abs=0.005)
-    assert low < delta < high and high - low < 100   # a real interval around the estimate, in points
+    delta, low, high = map(float, match.groups()[:3])
+    assert delta == pytest.approx(np.mean(per_run), abs=0.005)
+    t = 12.706  # Student t, 1 degree of freedom, 97.5%
+    half = t * np.std(per_run, ddof=1) / np.sqrt(2)
+    assert (low, high) == pytest.approx((delta - half, delta + half), abs=0.01)   # over runs, not items
+    assert match.group(4) == "inconclusive"   # two runs are never a verdict
 
 
 def test_delta_uses_the_summary_resamples(paired, monkeypatch):
@@ -93,8 +94,8 @@ def test_no_predictions_no_delta_column(paired):
 
 def test_another_baseline_names_its_column(paired):
     table = results_table(*paired, baseline="cl")
-    assert delta_cell(table.rename(columns={"Δacc vs cl [95% CI]": DELTA}), "mr", "cl") == "—"
-    ce = delta_cell(table.rename(columns={"Δacc vs cl [95% CI]": DELTA}), "mr", "ce")
+    assert delta_cell(table.rename(columns={"Δacc vs cl [95% CI], verdict": DELTA}), "mr", "cl") == "—"
+    ce = delta_cell(table.rename(columns={"Δacc vs cl [95% CI], verdict": DELTA}), "mr", "ce")
     assert ce.startswith(f"{-100 * 7 / 40:+.2f} [")
 
 

@@ -77,7 +77,7 @@ def test_validation_decides_and_the_frame_holds_the_chosen_test_rows():
     }))
     selection = select_by_validation(frame)
     row = chosen(selection)
-    assert row["knobs"] == "lr=1e-05" and row["val_accuracy"] == pytest.approx(0.91)
+    assert row["knobs"] == "lr=1e-05 (tuned)" and row["val_accuracy"] == pytest.approx(0.91)
     assert chosen_combos(selection) == {"ca"}
     test = selection.frame[(selection.frame["evaluator"] == "clean") & (selection.frame["split"] == "test")
                            & (selection.frame["metric"] == "accuracy") & (selection.frame["label"] == "")]
@@ -136,7 +136,7 @@ def test_the_mean_over_seeds_decides_not_the_best_or_one_seed():
         "steady": ({"lr": 2e-05}, [0.80, 0.80, 0.80], [0.5] * 3),  # mean 0.80 > 0.783
     }))
     row = chosen(select_by_validation(frame))
-    assert row["knobs"] == "lr=2e-05" and row["val_accuracy"] == pytest.approx(0.80)
+    assert row["knobs"] == "lr=2e-05 (tuned)" and row["val_accuracy"] == pytest.approx(0.80)
 
 
 @pytest.mark.parametrize("candidates,winner", [
@@ -152,30 +152,45 @@ def test_ties_go_to_the_defaults_then_the_fewest_changed_knobs(candidates, winne
 
 
 def test_a_tie_is_within_1e_12_and_a_real_difference_wins():
-    def pick(delta: float) -> str:
+    def pick(delta: float) -> tuple[str, list[str]]:
         frame = frame_of(run("ce", "sst2", 1, "defaults", {}, 0.8, 0.5),
                          run("ce", "sst2", 1, "tuned", {"lr": 1e-05}, 0.8 + delta, 0.5))
-        return chosen(select_by_validation(frame))["knobs"]
+        row = chosen(select_by_validation(frame))
+        return row["knobs"], row["ties"]
 
-    assert pick(1e-13) == "defaults"
-    assert pick(1e-9) == "lr=1e-05"
+    assert pick(1e-13) == ("lr=default (tuned)", ["lr=default", "lr=1e-05"])  # the winner first
+    assert pick(1e-9) == ("lr=1e-05 (tuned)", [])
 
 
-def test_knobs_show_only_the_keys_that_vary_and_legacy_rows_are_one_combination():
+def test_knobs_name_every_changed_setting_the_tuned_ones_marked_and_legacy_rows_are_one_combination():
     frame = frame_of(*combos("ce", "sst2", {
-        "c1": ({"lr": 2e-05, "epochs": 3}, [0.9] * 3, [0.5] * 3),
-        "c2": ({"lr": 1e-05, "epochs": 3}, [0.8] * 3, [0.5] * 3),
+        "c1": ({"lr": 2e-05, "epochs": 3, "ce.x": 1}, [0.9] * 3, [0.5] * 3),
+        "c2": ({"lr": 1e-05, "epochs": 3, "ce.x": 1}, [0.8] * 3, [0.5] * 3),
     }), *combos("supcon", "sst2", {"": ("", [0.7] * 3, [0.6] * 3)}))
     selection = select_by_validation(frame)
-    assert chosen(selection)["knobs"] == "lr=2e-05"        # epochs is the same in both: not shown
-    legacy = chosen(selection, "supcon")
+    row = chosen(selection)  # tuned first, then the method's knobs, then training settings
+    assert row["knobs"] == "lr=2e-05 (tuned), ce.x=1, epochs=3" and row["tuned"] == "lr" and row["ties"] == []
+    legacy = chosen(selection, "supcon")  # rows without knobs: not recorded, never "defaults"
     assert legacy["knobs"] == "—" and legacy["combinations"] == 1 and legacy["runs"] == 3
 
 
-def test_combinations_with_equal_knobs_show_no_knobs():
+def test_a_single_combination_names_what_it_changed_and_defaults_only_when_nothing():
+    """At 1,000 SST-2 examples the chosen lcl runs set ce_weight 0.9 in every combination (the method's default:
+    0.5): the table must say so, not "defaults"."""
+    runs = combos("lcl", "sst2", {"a": ({"epochs": 2, "lcl.ce_weight": 0.9}, [0.8] * 3, [0.5] * 3),
+                                  "b": ({"epochs": 2, "lcl.ce_weight": 0.9, "lcl.tau": 0.1}, [0.7] * 3, [0.5] * 3)})
+    runs += combos("ce", "sst2", {"c": ({"epochs": 2}, [0.8] * 3, [0.5] * 3)})
+    runs += combos("supcon", "sst2", {"d": ({}, [0.8] * 3, [0.5] * 3)})
+    selection = select_by_validation(frame_of(*runs))
+    assert chosen(selection, "lcl")["knobs"] == "lcl.tau=default (tuned), lcl.ce_weight=0.9, epochs=2"
+    assert chosen(selection, "ce")["knobs"] == "epochs=2"
+    assert chosen(selection, "supcon")["knobs"] == "defaults"
+
+
+def test_combinations_with_equal_knobs_are_the_defaults():
     frame = frame_of(*combos("ce", "sst2", {"": ("", [0.7] * 3, [0.5] * 3), "c1": ({}, [0.8] * 3, [0.5] * 3)}))
     row = chosen(select_by_validation(frame))
-    assert (row["knobs"], row["combinations"]) == ("—", 2)
+    assert (row["knobs"], row["combinations"]) == ("defaults", 2)
 
 
 def test_damaged_knobs_are_a_bench_error():
@@ -198,7 +213,7 @@ def split_frame() -> pd.DataFrame:
 def test_chosen_on_the_selection_seeds_reported_on_the_eval_seeds():
     selection = select_by_validation(split_frame(), [1, 2], [3, 4])
     row = chosen(selection)
-    assert row["knobs"] == "lr=1e-05" and row["val_accuracy"] == pytest.approx(0.90)
+    assert row["knobs"] == "lr=1e-05 (tuned)" and row["val_accuracy"] == pytest.approx(0.90)
     assert (row["selection_seeds"], row["eval_seeds"]) == ("1,2", "3,4")
     assert (row["combinations"], row["runs"], row["compute_seconds"]) == (2, 4, 240.0)  # the runs chosen among
     assert set(selection.frame["seed"]) == {3, 4} and chosen_combos(selection) == {"x"}
@@ -208,7 +223,7 @@ def test_chosen_on_the_selection_seeds_reported_on_the_eval_seeds():
 def test_without_seeds_all_are_used_and_an_optimism_note_says_so():
     selection = select_by_validation(split_frame())
     row = chosen(selection)
-    assert row["knobs"] == "lr=2e-05" and (row["selection_seeds"], row["eval_seeds"]) == ("1,2,3,4", "1,2,3,4")
+    assert row["knobs"] == "lr=2e-05 (tuned)" and (row["selection_seeds"], row["eval_seeds"]) == ("1,2,3,4", "1,2,3,4")
     assert selection.notes == [OPTIMISTIC] and "--selection-seeds/--eval-seeds" in OPTIMISTIC
 
 
@@ -320,8 +335,9 @@ def test_selection_cells_render_as_markdown():
     text = render(cells, "md")
     header = "| method | Knobs | Validation acc (%) | Budget (C×S) | Compute | Reported seeds |"
     assert header in text
-    assert "| ce | lr=2e-05 | 90.00 | 2×2 | 16 min | 3 |" in text
-    assert "| supcon | — | 80.00 | 1×2 | 1.3 h | 3 |" in text
+    assert "| ce | lr=2e-05 (tuned) | 90.00 | 2×2 | 16 min | 3 |" in text
+    assert "| supcon | defaults | 80.00 | 1×2 | 1.3 h | 3 |" in text
+    assert "tie" not in text
     assert "sst2 (minilm)" in cells.attrs["title"]
     assert render(cells, "latex") and render(cells, "csv")
 
@@ -330,7 +346,7 @@ def test_selection_cells_name_the_group_with_several_datasets_and_carry_the_note
     runs = combos("ce", "sst2", {"a": ({}, [0.9] * 3, [0.7] * 3)})
     runs += combos("ce", "mr", {"b": ({}, [0.8] * 3, [0.7] * 3)})
     text = render(selection_cells(select_by_validation(frame_of(*runs))), "md")
-    assert "| dataset encoder method |" in text and "| mr minilm ce | — |" in text
+    assert "| dataset encoder method |" in text and "| mr minilm ce | defaults |" in text
     assert OPTIMISTIC in text
 
 
@@ -345,6 +361,31 @@ def test_the_chosen_knobs_name_every_varying_knob_a_default_one_too():
                                      "c": ({"supcon.lambda_": 0.3}, [0.7] * 3, [0.5] * 3),
                                      "d": ({"supcon.lambda_": 0.3, "supcon.tau": 0.1}, [0.4] * 3, [0.5] * 3)})
     assert chosen(select_by_validation(frame_of(*runs)), "supcon")["knobs"] == \
-        "supcon.lambda_=0.3, supcon.tau=default"
+        "supcon.lambda_=0.3 (tuned), supcon.tau=default (tuned)"
     runs = combos("supcon", "sst2", {"a": ({}, [0.9] * 3, [0.5] * 3), "b": ({"supcon.tau": 0.1}, [0.6] * 3, [0.5] * 3)})
-    assert chosen(select_by_validation(frame_of(*runs)), "supcon")["knobs"] == "defaults"
+    assert chosen(select_by_validation(frame_of(*runs)), "supcon")["knobs"] == "supcon.tau=default (tuned)"
+
+
+def test_a_tie_is_marked_and_a_note_names_the_tied_combinations_and_the_rule():
+    runs = combos("lcl", "sst2", {"a": ({"lcl.ce_weight": 0.9}, [0.8] * 2, [0.5] * 2),
+                                  "b": ({"lcl.ce_weight": 0.9, "lcl.tau": 0.1}, [0.8] * 2, [0.9] * 2),
+                                  "c": ({"lcl.ce_weight": 0.9, "lcl.tau": 0.2}, [0.7] * 2, [0.9] * 2)}, seeds=(1, 2))
+    selection = select_by_validation(frame_of(*runs), [1], [2])
+    assert chosen(selection, "lcl")["ties"] == ["lcl.tau=default", "lcl.tau=0.1"]  # c scored lower: no tie
+    text = render(selection_cells(selection), "md")
+    assert "| lcl | lcl.tau=default (tuned), lcl.ce_weight=0.9 [tie] | 80.00 |" in text
+    assert ("- lcl: a tie on validation (80.00) between 2 combinations (lcl.tau=default; lcl.tau=0.1): the tie rule "
+            "chose lcl.tau=default") in text
+    assert "the fewest changed knobs win, then the smallest knobs text" in text
+
+
+def test_the_selection_table_says_which_of_its_runs_came_from_a_modified_tree():
+    runs = combos("ce", "sst2", {"a": ({"lr": 1e-05}, [0.9] * 3, [0.5] * 3), "b": ({}, [0.8] * 3, [0.5] * 3)})
+    frame = frame_of(*runs)
+    frame["git_commit"] = ["abc123+dirty" if key.endswith("_s1_b") else "abc123" for key in frame["run_key"]]
+    selection = select_by_validation(frame, [1], [2, 3])
+    notes = selection_cells(selection).attrs["notes"]
+    assert "built from a modified tree (git_commit abc123+dirty): 1 of 4 runs: ce_sst2_minilm_s1_b" in notes
+    assert "the 4 runs come from 2 git commits (code that may differ): abc123 (3 runs), abc123+dirty (1 run)" in notes
+    frame["git_commit"] = "abc123"
+    assert not any("git" in note for note in selection_cells(select_by_validation(frame, [1])).attrs["notes"])

@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from bench.cli.common import StrictParser, check_output_folder
+from bench.cli.common import StrictParser, check_output_folder, seed_list
 from bench.cli.selecting import add_selection_options, selected
 from bench.results import store
 from bench.errors import BenchError
@@ -88,6 +88,18 @@ def add_plot_parser(sub: Any, common: argparse.ArgumentParser) -> argparse.Argum
     curve.add_argument("--filter", dest="filters", action="append", default=[], metavar="COLUMN=VALUE[,VALUE]",
                        help="keep rows whose COLUMN has one of the values, e.g. method=ce,supcon; repeatable")
     add_selection_options(curve)
+    budget = figures.add_parser("budget", parents=parents,
+                                help="expected best validation accuracy against knob combinations tried",
+                                description="Tuning budgets as curves (Dodge et al. 2019): per method, the expected "
+                                            "maximum validation accuracy of n knob combinations drawn at random "
+                                            "from those it ran, n = 1 .. its combinations, ± 1 std of that "
+                                            "maximum; one panel per dataset x encoder "
+                                            "(budget[-seeds-<seeds>][_<filters>]). Validation scores only.")
+    budget.add_argument("--filter", dest="filters", action="append", default=[], metavar="COLUMN=VALUE[,VALUE]",
+                        help="keep rows whose COLUMN has one of the values, e.g. method=ce,supcon; repeatable")
+    budget.add_argument("--selection-seeds", type=seed_list, default=None, metavar="SEEDS",
+                        help="score each combination's validation accuracy on these seeds only (e.g. 1,2, the "
+                             "seeds --select-by validation chooses on; default: every seed)")
     return plot
 
 
@@ -146,6 +158,11 @@ def build_plots(args: argparse.Namespace) -> Iterator[Any]:
 
         frame, _ = selected(load_results(results_dir(args)), args)
         yield curve_plot(frame, args.x, args.metric, args.filters)
+    elif args.figure == "budget":
+        from bench.reporting.budgetplot import budget_plot
+        from bench.reporting.resultsview import load_results
+
+        yield budget_plot(load_results(results_dir(args)), args.filters, args.selection_seeds)
     else:
         raise BenchError(f"unknown figure {args.figure!r}; see `clbench plot --help`")
 

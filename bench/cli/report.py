@@ -18,8 +18,9 @@ from bench.errors import BenchError
 
 if TYPE_CHECKING:
     import pandas as pd
+    from bench.reporting.verdicts import VerdictSettings
 
-TABLES = ("paper-ii", "ablation", "robustness", "compare", "vs-paper")
+TABLES = ("paper-ii", "ablation", "robustness", "compare", "vs-paper", "ranking")
 DEFAULT_TABLE = "paper-ii"
 DEFAULT_REPORTS = "reports"
 SHOWN_COLUMNS = ("dataset", "encoder", "method", "seed", "evaluator", "eval_hash", "split", "metric", "label",
@@ -76,6 +77,12 @@ def add_report_parser(sub: argparse._SubParsersAction, common: argparse.Argument
                         help=f"where report files are written (default: ./{DEFAULT_REPORTS})")
     parser.add_argument("--bootstrap", type=int, default=None, metavar="N",
                         help="compare: paired bootstrap resamples (default: 10000)")
+    parser.add_argument("--rope", type=float, default=None, metavar="POINTS",
+                        help="compare: the region of practical equivalence, ±POINTS of accuracy (default: 0.5): a "
+                             "run-level 95%% interval inside it is the verdict 'equivalent'")
+    parser.add_argument("--aso-iterations", type=int, default=None, metavar="N",
+                        help="compare: bootstrap iterations of the Almost Stochastic Order test (default: 500; "
+                             "0: no ASO)")
     add_selection_options(parser)
     parser.add_argument("--html", nargs="?", const="", default=None, metavar="PATH",
                         help="instead of text tables, write one self-contained HTML page (tables, comparison, "
@@ -168,7 +175,8 @@ def cmd_report(args: argparse.Namespace) -> int:
         if args.select_by is not None:
             raise BenchError("--select-by makes the text tables; the HTML page shows every run: drop --html (or "
                              "--select-by)")
-        path, warnings = write_html_report(source, args.filters, args.reports_dir, args.html, args.baseline, resamples)
+        path, warnings = write_html_report(source, args.filters, args.reports_dir, args.html, args.baseline, resamples,
+                                           verdict_settings(args))
         for warning in warnings:
             print(f"warning: {warning}", file=sys.stderr)
         print(path)
@@ -178,14 +186,16 @@ def cmd_report(args: argparse.Namespace) -> int:
     include = asked_for(args.filters)
     for warning in report_warnings(names, frame, include):  # at the top, before anything else
         print(f"warning: {warning}", file=sys.stderr)
-    outputs = []
+    outputs, figures = [], []
     for name in names:
-        cells = table_cells(name, frame, source, args.baseline, resamples, include)
+        cells = table_cells(name, frame, source, args.baseline, resamples, include, verdict_settings(args))
         file_name = name
         if name == "compare" and cells.attrs["baseline"] != "ce":
             file_name = f"compare-vs-{cells.attrs['baseline']}"
         outputs.append((render.render(cells, args.fmt), render.write_report(cells, file_name, args.fmt,
                                                                             args.reports_dir, args.filters)))
+        if name == "ranking":  # its critical-difference diagram beside it
+            figures += ranking_figure(frame, include, args.reports_dir, args.filters)
     if selection is not None:  # the chosen knobs and each method's tuning budget, beside the tables
         from bench.reporting.selection import selection_cells
 
@@ -194,6 +204,8 @@ def cmd_report(args: argparse.Namespace) -> int:
                                                                             args.reports_dir, args.filters)))
     for i, (text, path) in enumerate(outputs):
         print(("\n" if i else "") + text, end="")
+        print(f"clbench: wrote {path}", file=sys.stderr)
+    for path in figures:
         print(f"clbench: wrote {path}", file=sys.stderr)
     return 0
 
@@ -219,6 +231,20 @@ def bootstrap_resamples(given: int | None) -> int:
     return resamples
 
 
+def verdict_settings(args: argparse.Namespace) -> VerdictSettings:
+    """The verdict's settings from --rope and --aso-iterations, checked."""
+    from bench.reporting.verdicts import VerdictSettings
+
+    defaults = VerdictSettings()
+    rope = defaults.rope if getattr(args, "rope", None) is None else args.rope
+    iterations = defaults.aso_iterations if getattr(args, "aso_iterations", None) is None else args.aso_iterations
+    if not 0 <= rope < 100:
+        raise BenchError(f"--rope must be in [0, 100) points (got {rope:g}); e.g. --rope 0.5")
+    if iterations < 0:
+        raise BenchError(f"--aso-iterations must be >= 0 (got {iterations}; 0: no ASO)")
+    return VerdictSettings(rope=rope, aso_iterations=iterations)
+
+
 def report_warnings(names: list[str], frame: pd.DataFrame, include: bool) -> list[str]:
     """What to say before the tables `names` of `frame`: the collapsed runs (kept when `include`), then each mix
     of code versions, configs or evaluator settings among the rows the tables average."""
@@ -232,23 +258,40 @@ def report_warnings(names: list[str], frame: pd.DataFrame, include: bool) -> lis
     return [*warning_lines(split.keys, include), *dict.fromkeys(mixed)]
 
 
+def ranking_figure(frame: pd.DataFrame, include: bool, reports_dir: Path | str, filters: list[str]) -> list[Path]:
+    """Write the ranking's critical-difference diagram (PNG and PDF) under `reports_dir`; returns the paths."""
+    from bench.reporting.figures import save_plot
+    from bench.reporting.ranking import cd_plot, rank_blocks
+
+    return save_plot(cd_plot(rank_blocks(frame, include), filters), Path(reports_dir))
+
+
 def table_cells(name: str, frame: pd.DataFrame, source: Path, baseline: str = "ce", resamples: int | None = None,
-                include: bool = False) -> pd.DataFrame:
-    """The cell frame of table `name` (one of TABLES) over `frame` (flagged as `report_rows` does); compare reads
-    the runs' test predictions under `source` and notes its canonical baseline in `attrs["baseline"]`."""
+                include: bool = False, settings: VerdictSettings | None = None) -> pd.DataFrame:
+    """The cell frame of table `name` (one of TABLES) over `frame` (flagged as `report_rows` does), its notes
+    ending with where its runs were built (`bench.reporting.provenance_notes`); compare reads the runs' test
+    predictions under `source` and notes its canonical baseline in `attrs["baseline"]`."""
     from bench.reporting import stats, tables
     from bench.reporting.collapsed import split_runs
+    from bench.reporting.provenance_notes import with_provenance
     from bench.reporting.resultsview import canonical_method
 
+    from bench.reporting.verdicts import VerdictSettings
+
+    if name == "ranking":
+        from bench.reporting.ranking import ranking_table
+
+        return with_provenance(name, ranking_table(frame, include), frame, include)
     if name == "compare":
         baseline = canonical_method(baseline, set(frame["method"]))
         keys = tables.clean_accuracy(split_runs(frame, include=include).kept)["run_key"].unique()
         cells = tables.compare(frame, stats.load_run_predictions(source, keys), baseline,
-                               bootstrap_resamples(resamples), include_collapsed=include)
+                               bootstrap_resamples(resamples), include_collapsed=include,
+                               settings=settings or VerdictSettings())
         cells.attrs["baseline"] = baseline
-        return cells
+        return with_provenance(name, cells, frame, include)
     builders = {"paper-ii": tables.paper_ii, "ablation": tables.ablation, "robustness": tables.robustness,
                 "vs-paper": tables.vs_paper}
     if name not in builders:
         raise BenchError(f"unknown table {name!r}; use one of {', '.join(TABLES)}")
-    return builders[name](frame, include_collapsed=include)
+    return with_provenance(name, builders[name](frame, include_collapsed=include), frame, include)

@@ -149,12 +149,15 @@ def check_points(rows: pd.DataFrame, x: str) -> None:
                              "narrow them with --filter")
 
 
-def curve_frame(rows: pd.DataFrame, scale: float) -> pd.DataFrame:
-    """Per facet x method x point: seeds, mean and 95% t-interval over seeds (values times `scale`)."""
+def curve_frame(rows: pd.DataFrame, scale: float, clip: bool = True) -> pd.DataFrame:
+    """Per facet x method x point: seeds, mean and 95% t-interval over seeds (values times `scale`; with `clip`,
+    the interval clipped to [0, scale], what a rate can be)."""
     records = []
     for (facet, method, at), group in rows.groupby(["facet", "method", "x"], sort=False):
         first = group.iloc[0]
         n, mean, low, high = t_interval(group["value"].astype(float) * scale)
+        if clip:  # NaN stays NaN
+            low, high = (float(np.clip(v, 0.0, scale)) for v in (low, high))
         records.append([first["base_dataset"], first["encoder"], facet, method, float(at), n, mean, low, high])
     frame = pd.DataFrame(records, columns=DATA_COLUMNS)
     order = {f: i for i, f in enumerate(dict.fromkeys(rows["facet"]))}
@@ -182,7 +185,7 @@ def curve_plot(frame: pd.DataFrame, x: str = "train_size", metric: str = "accura
     check_points(rows, x)  # two validation sizes at one point would repeat a seed: refused there
     notes += validation_note(rows, x)
     percent = bool(rows["value"].astype(float).between(0, 1).all())
-    data = curve_frame(rows, 100.0 if percent else 1.0)
+    data = curve_frame(rows, 100.0 if percent else 1.0, clip=percent)
     marked = split.cells(["facet", "method", "x"], rows)
     figure = draw(data, x, marked)
     what = f"test {metric}" if rows["split"].eq("test").all() else metric
@@ -191,7 +194,9 @@ def curve_plot(frame: pd.DataFrame, x: str = "train_size", metric: str = "accura
     single = data["n"] < 2
     seeds = ("one seed: no interval" if single.all() else
              "points with one seed have no interval" if single.any() else "")
-    lines = [f"{what}: mean over seeds, {LEVEL:.0%} t-interval", *([seeds] if seeds else []), *notes, *split.notes()]
+    lines = [f"{what}: mean over runs (seed x draw), {LEVEL:.0%} t-interval over runs" + (", clipped to [0, 100]"
+                                                                                       if percent else ""),
+             *([seeds] if seeds else []), *notes, *split.notes()]
     width = round(figure.get_figwidth() * 18)  # characters of 7-point text across the figure
     figure.suptitle("\n".join(textwrap.fill(line, width) for line in lines), fontsize=7)
     return Plot(curve_stem(x, metric, filters), figure, data)

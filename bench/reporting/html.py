@@ -1,8 +1,8 @@
 """`clbench report --html`: one self-contained HTML page of a results folder, to send to a colleague.
 
 The page holds a header (when, which folder, which filters, mix warnings, cells over fewer than 3 seeds), the
-paper-style tables (`bench.reporting.tables`: paper-ii, ablation, compare with bootstrap CIs and BH q-values,
-vs-paper, robustness), the leaderboard (`bench.reporting.htmlboard`: methods ranked across datasets by mean
+paper-style tables (`bench.reporting.tables`: paper-ii, ablation, compare with run-level verdicts, intervals and
+BH q-values, vs-paper, robustness), opening with one line per comparison (its verdict, interval and runs), the leaderboard (`bench.reporting.htmlboard`: methods ranked across datasets by mean
 rank and win rate, cost per run, the datasets and links to each method's definition), the evaluator summaries,
 the figures of `bench.reporting.htmlfigures` as inline PNGs, and each run's provenance. A section that does
 not apply to the selection (one method, no evaluator rows, no clld run, no published numbers) is replaced by a
@@ -27,14 +27,16 @@ from bench import __version__
 from bench.errors import BenchError
 from bench.reporting import stats, tables
 from bench.reporting.htmlboard import cost_section, datasets_section, ranking_section
-from bench.reporting.htmlfigures import first_seed_runs, method_figures, summary_figure
+from bench.reporting.htmlfigures import budget_figure, first_seed_runs, method_figures, summary_figure
 from bench.reporting.collapsed import BRING_BACK, MARK, WHAT, asked_for, flag_runs, split_runs, warning_lines
 from bench.reporting.htmlparts import badge, cells_table, esc, frame_table, note, notes_list, page, without_paths
 from bench.reporting.leaderboard import accuracy_cells
 from bench.reporting.plotdata import FEW_SEEDS, FEW_SEEDS_WHY
+from bench.reporting.provenance_notes import provenance_notes, table_runs, with_provenance
 from bench.reporting.render import filters_slug
 from bench.reporting.resultsview import apply_filters, as_text, canonical_method, load_results, mix_warnings
 from bench.reporting.summary import evaluation_table
+from bench.reporting.verdicts import VerdictSettings
 from bench.results import store
 
 TITLE = "clbench results report"
@@ -76,8 +78,9 @@ def table_or_note(build: Callable[[], pd.DataFrame], table_id: str, left_out: st
 def accuracy_section(frame: pd.DataFrame, filters: list[str], include: bool = False) -> str:
     """The paper-ii table and the accuracy-by-method figure (without collapsed runs unless `include`)."""
     kept = split_runs(frame, include=include).kept
-    return table_or_note(lambda: tables.paper_ii(frame, include_collapsed=include), "table-paper-ii",
-                         "No accuracy table") + summary_figure(kept, filters)
+    return table_or_note(lambda: with_provenance("paper-ii", tables.paper_ii(frame, include_collapsed=include), frame,
+                                                 include), "table-paper-ii", "No accuracy table") + \
+        summary_figure(kept, filters)
 
 
 def ran_only(cells: pd.DataFrame) -> pd.DataFrame:
@@ -99,25 +102,57 @@ def ablation_section(frame: pd.DataFrame, include: bool = False) -> str:
     if len(present) < 2:
         return note(f"No ablation table: it needs runs of at least two of {', '.join(tables.ABLATION_METHODS)} "
                     f"(the selection has {', '.join(present) or 'none of them'}).")
-    return table_or_note(lambda: ran_only(tables.ablation(frame, include_collapsed=include)), "table-ablation",
-                         "No ablation table")
-
-
-def compare_section(frame: pd.DataFrame, source: Path, baseline: str, resamples: int, include: bool = False) -> str:
-    """Every other method against the baseline: Δ accuracy, 95% bootstrap CI, p, BH q, McNemar."""
     def build() -> pd.DataFrame:
+        return with_provenance("ablation", ran_only(tables.ablation(frame, include_collapsed=include)), frame, include)
+
+    return table_or_note(build, "table-ablation", "No ablation table")
+
+
+def comparison(frame: pd.DataFrame, source: Path, baseline: str, resamples: int, include: bool = False,
+               settings: VerdictSettings = VerdictSettings()) -> pd.DataFrame | BenchError:
+    """The compare table's cells (run-level verdicts first, item-level statistics secondary), or the BenchError
+    saying why there is none."""
+    try:
         name = canonical_method(baseline, set(frame["method"]))
         keys = tables.clean_accuracy(split_runs(frame, include=include).kept)["run_key"].unique()
-        return tables.compare(frame, stats.load_run_predictions(source, keys), name, resamples,
-                              include_collapsed=include)
+        cells = tables.compare(frame, stats.load_run_predictions(source, keys), name, resamples,
+                               include_collapsed=include, settings=settings)
+        return with_provenance("compare", cells, frame, include)
+    except BenchError as exc:
+        return exc
 
-    return table_or_note(build, "table-compare", f"No comparison with {baseline}", ("seeds",))
+
+def compare_section(cells: pd.DataFrame | BenchError, baseline: str) -> str:
+    """Every other method against the baseline: the verdict, Δ accuracy and its interval over runs, BH q, ASO,
+    runs needed, then the item-level statistics of these trained models."""
+    def build() -> pd.DataFrame:
+        if isinstance(cells, BenchError):
+            raise cells
+        return cells
+
+    return table_or_note(build, "table-compare", f"No comparison with {baseline}", ("runs",))
+
+
+def verdicts_html(cells: pd.DataFrame | BenchError, baseline: str) -> str:
+    """The page's opening lines: one per comparison, its verdict, its interval over runs and the runs behind it."""
+    if isinstance(cells, BenchError) or cells.empty:
+        return ""
+    lines = []
+    for _, group in cells.groupby("row", sort=False):
+        cell = dict(zip(group["column"], group["text"]))
+        where = " ".join(str(group.iloc[0][k]) for k in ("method", "dataset", "encoder"))
+        needed = f"; runs needed {cell['runs needed']}" if cell.get("runs needed") else ""
+        lines.append(f"<li><strong>{esc(cell['verdict'])}</strong>: {esc(where)} vs {esc(baseline)}: "
+                     f"Δ {esc(cell['Δ acc'])} points, 95% CI {esc(cell['95% CI'])} over {esc(cell['runs'])} "
+                     f"paired runs{esc(needed)}</li>")
+    return (f'<div id="verdicts"><strong>Verdicts</strong> (run-level; see "Comparison with {esc(baseline)}" '
+            f"below):<ul>{''.join(lines)}</ul></div>\n")
 
 
 def vs_paper_section(frame: pd.DataFrame, include: bool = False) -> str:
     """Our accuracy beside the dataset cards' published numbers (where the cards have any)."""
-    return table_or_note(lambda: tables.vs_paper(frame, include_collapsed=include), "table-vs-paper",
-                         "No published numbers", ("ours acc",))
+    return table_or_note(lambda: with_provenance("vs-paper", tables.vs_paper(frame, include_collapsed=include), frame,
+                                                 include), "table-vs-paper", "No published numbers", ("ours acc",))
 
 
 def robustness_section(frame: pd.DataFrame, include: bool = False) -> str:
@@ -127,16 +162,18 @@ def robustness_section(frame: pd.DataFrame, include: bool = False) -> str:
         skipped = tables.skipped_notes(frame)
         return note("No evaluator rows in the selection: score runs with `clbench evaluate RUN` "
                     "(contrast, textfooler, checklist).") + "".join(note(n) for n in skipped)
-    body = table_or_note(lambda: tables.robustness(frame, include_collapsed=include), "table-robustness",
+    body = table_or_note(lambda: with_provenance("robustness", tables.robustness(frame, include_collapsed=include),
+                                                 frame, include), "table-robustness",
                          "No robustness table")
     summary = evaluation_table(frame.to_dict("records"), include_collapsed=include)
     if summary.empty:
         return body + notes_list(summary.attrs.get("notes", []))
     evaluators = ", ".join(dict.fromkeys(summary["evaluator"]))
+    built = provenance_notes(tables.evaluator_rows(split_runs(frame, include=include).kept), frame)
     return body + (f"<details><summary>Evaluator summaries: {len(summary)} metrics of {esc(evaluators)}</summary>\n"
                    + frame_table(summary, "table-evaluators", "Every evaluator metric (overall rows): mean ± std "
                                  "over seeds, one line per evaluator setting (eval_hash)")
-                   + notes_list(summary.attrs.get("notes", [])) + "</details>\n")
+                   + notes_list([*summary.attrs.get("notes", []), *built]) + "</details>\n")
 
 
 def provenance_frame(frame: pd.DataFrame) -> pd.DataFrame:
@@ -204,6 +241,16 @@ def few_seeds_html(frame: pd.DataFrame, include: bool) -> str:
             f"a &lt; {FEW_SEEDS} seeds badge below: {esc(named)}.</div>\n")
 
 
+def built_html(notes: list[str]) -> str:
+    """The header's block saying where the page's runs were built (`bench.reporting.provenance_notes`): runs from
+    a modified tree, several git commits ('' when all name one clean commit)."""
+    if not notes:
+        return ""
+    items = "".join(f"<li>{esc(n)}</li>" for n in notes)
+    return (f'<div class="warnings" id="built-from" role="alert"><strong>Code provenance</strong> — the runs on '
+            f"this page, by the git commit they were built from:<ul>{items}</ul></div>\n")
+
+
 def header_html(source: Path, filters: list[str], baseline: str, frame: pd.DataFrame, warnings: list[str],
                 generated: datetime, collapsed: str = "") -> str:
     """When and from what the page was built (the results folder by its name: no absolute path), the collapsed
@@ -228,7 +275,7 @@ def header_html(source: Path, filters: list[str], baseline: str, frame: pd.DataF
 
 def build_report(source: Path | str, filters: list[str] | None = None, baseline: str = "ce",
                  resamples: int = stats.N_RESAMPLES, generated: datetime | None = None,
-                 page_dir: Path | str | None = None) -> Report:
+                 page_dir: Path | str | None = None, settings: VerdictSettings = VerdictSettings()) -> Report:
     """The HTML page for the (filtered) finished runs under `source`; BenchError when there are none.
     `page_dir`: where the page will be written (for the relative links to docs/METHODS.md; None: no links)."""
     source = Path(source)
@@ -241,13 +288,17 @@ def build_report(source: Path | str, filters: list[str] | None = None, baseline:
                                   for w in mix_warnings(tables.table_rows(name, kept))))
     generated = generated or datetime.now(timezone.utc).replace(microsecond=0)
     page_dir = Path(page_dir) if page_dir is not None else None
+    compared = comparison(frame, source, baseline, resamples, include, settings)
+    budgets = budget_figure(frame, filters)  # '' when no method ran several knob combinations: no section
+    built = notes_list(provenance_notes(table_runs("paper-ii", frame, include), frame))  # ranking's and cost's runs
     sections = [
         ("accuracy", "Test accuracy", accuracy_section(frame, filters, include)),
-        ("ranking", "Ranking across datasets", ranking_section(frame, source, page_dir, include)),
-        ("cost", "Cost", cost_section(frame, source, page_dir, include)),
+        ("ranking", "Ranking across datasets", ranking_section(frame, source, page_dir, include) + built),
+        ("cost", "Cost", cost_section(frame, source, page_dir, include) + built),
+        *([("budgets", "Tuning budgets", budgets)] if budgets else []),
         ("datasets", "Datasets and methods", datasets_section(kept, source, page_dir)),
         ("ablation", "Ablation", ablation_section(frame, include)),
-        ("compare", f"Comparison with {baseline}", compare_section(frame, source, baseline, resamples, include)),
+        ("compare", f"Comparison with {baseline}", compare_section(compared, baseline)),
         ("vs-paper", "Published numbers", vs_paper_section(frame, include)),
         ("robustness", "Robustness", robustness_section(frame, include)),
         ("figures", "Per-method figures", method_figures(source, first_seed_runs(split.kept))),
@@ -256,8 +307,10 @@ def build_report(source: Path | str, filters: list[str] | None = None, baseline:
     footer = (f"Generated by clbench {__version__} with clbench report --html from stored results only; "
               "self-contained: figures are inline PNG images, sorting and CSV downloads run in the page, "
               "nothing is loaded from the network.")
-    header = header_html(source, filters, baseline, frame, warnings, generated,
-                         collapsed_html(split.keys, include) + few_seeds_html(frame, include))
+    header = verdicts_html(compared, baseline) + header_html(
+        source, filters, baseline, frame, warnings, generated,
+        collapsed_html(split.keys, include) + few_seeds_html(frame, include)
+        + built_html(provenance_notes(kept, frame)))
     text = without_paths(page(TITLE, header, sections, footer), {
         str(source.resolve()): source.resolve().name, str(source.absolute()): source.resolve().name,
         str(Path.cwd()): ".", str(Path.home()): "~"})
@@ -266,14 +319,15 @@ def build_report(source: Path | str, filters: list[str] | None = None, baseline:
 
 def write_html_report(source: Path | str, filters: list[str] | None, reports_dir: Path | str,
                       path: Path | str | None = None, baseline: str = "ce",
-                      resamples: int = stats.N_RESAMPLES) -> tuple[Path, list[str]]:
+                      resamples: int = stats.N_RESAMPLES, settings: VerdictSettings = VerdictSettings()
+                      ) -> tuple[Path, list[str]]:
     """Build the page and write it atomically to `path` (a folder gets the default name; default
     `html_path(reports_dir, filters)`); returns the path and the warnings: the collapsed runs, then the mix
     warnings."""
     target = html_path(reports_dir, filters) if not path else Path(path)
     if target.is_dir():
         target = html_path(target, filters)
-    report = build_report(source, filters, baseline, resamples, page_dir=target.parent)
+    report = build_report(source, filters, baseline, resamples, page_dir=target.parent, settings=settings)
     with store.atomic_path(target) as tmp:
         tmp.write_text(report.text, encoding="utf-8")
     return target, report.collapsed + report.warnings

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from bench.errors import BenchError
 from bench.reporting import leaderboard
 from bench.reporting.datasetinfo import dataset_details, method_href
 from bench.reporting.htmlparts import esc, few_seeds_badge, frame_table, note, notes_list
@@ -33,12 +34,26 @@ def method_html(method: str, page_dir: Path | None) -> str:
     return f'<a href="{esc(href)}">{esc(method)}</a>' if href else esc(method)
 
 
+def rank_test_html(frame: pd.DataFrame, include: bool = False) -> tuple[str, str]:
+    """The ranking's headline (`bench.reporting.ranking`: Friedman p, Nemenyi CD, the CD diagram) and the label
+    of the mean ranks below ('' when tested, else e.g. "no test: fewer than 3 datasets/regimes")."""
+    from bench.reporting.ranking import rank_blocks, ranking_html
+
+    try:
+        result = rank_blocks(frame, include)
+        return ranking_html(result), result.label
+    except (BenchError, ValueError) as exc:  # autorank missing or refusing: the mean ranks stand alone
+        return note(f"No ranking with uncertainty: {exc}"), "no test"
+
+
 def ranking_section(frame: pd.DataFrame, source: Path, page_dir: Path | None, include: bool = False) -> str:
-    """Methods ranked across datasets: mean rank, win rate, coverage, fewest seeds, cost per run and the mean
-    accuracy on each dataset; a note when no dataset has two methods."""
+    """Methods ranked across datasets: the Friedman/Nemenyi headline with its CD diagram (`rank_test_html`), then
+    mean rank, win rate, coverage, fewest seeds, cost per run and the mean accuracy on each dataset; a note when
+    no dataset has two methods."""
     table = leaderboard.ranking(frame, include)
     if table.empty:
         return note("No ranking: it needs at least two methods (or encoders) with runs on one dataset.")
+    headline, untested = rank_test_html(frame, include)
     datasets, notes = table.attrs["datasets"], table.attrs["notes"]
     costs = leaderboard.entry_costs(leaderboard.run_costs(frame, source, include))
     table = table.merge(costs, on=leaderboard.ENTRY, how="left")
@@ -59,9 +74,10 @@ def ranking_section(frame: pd.DataFrame, source: Path, page_dir: Path | None, in
              f"fewest seeds: the fewest seeds of the method's cells; < {FEW_SEEDS} seeds: {FEW_SEEDS_WHY}",
              "train s / run and seq/s: medians over the method's runs; params: the encoder's (see Cost below)",
              "<dataset> (%): mean test accuracy over seeds on that dataset (— = no run)"]
-    caption = ("Ranking across datasets: mean rank (1 = best) and win rate over head-to-head meetings, with cost; "
-               "click a header to sort")
-    return (frame_table(shown, "table-ranking", caption, html_columns=("method", "fewest seeds"), right=numeric)
+    caption = ("Ranking across datasets: mean rank (1 = best) and win rate over head-to-head meetings, with cost"
+               + (f" ({untested})" if untested else "; detail of the test above") + "; click a header to sort")
+    return (headline
+            + frame_table(shown, "table-ranking", caption, html_columns=("method", "fewest seeds"), right=numeric)
             + notes_list(notes))
 
 

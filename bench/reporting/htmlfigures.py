@@ -1,7 +1,8 @@
 """The figures of the HTML report (`bench.reporting.html`), drawn with the builders of `bench.reporting.plots`
 and inlined as PNG: the accuracy summary by method, training curves per dataset x encoder, and for each
 method's first-seed run its confusion heatmap, its label-distance heatmap (clld runs) and its t-SNE scatter
-(when stored). A figure that cannot be drawn (a file the run lacks) becomes a one-line note.
+(when stored); and, when some method ran several knob combinations, the tuning-budget curves of
+`bench.reporting.budgetplot`. A figure that cannot be drawn (a file the run lacks) becomes a one-line note.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import pandas as pd
 
 from bench.errors import BenchError
 from bench.reporting import plots
+from bench.reporting.budgetplot import budget_plot, has_budgets
 from bench.reporting.figures import ldm_start, run_info
 from bench.reporting.htmlparts import anchor, esc, figure_html, note
 from bench.reporting.plotdata import FEW_SEEDS, FEW_SEEDS_WHY
@@ -72,6 +74,21 @@ def summary_figure(frame: pd.DataFrame, filters: list[str]) -> str:
     caption = ("Test accuracy (%) by method, one panel per dataset: mean over seeds with error bars of ± 1 sample "
                f"standard deviation over seeds (none for a single seed); dots: single seeds; open markers: fewer "
                f"than {FEW_SEEDS} seeds ({FEW_SEEDS_WHY})")
+    return '<div class="figures">' + figure_html(plot, caption) + "</div>\n"
+
+
+def budget_figure(frame: pd.DataFrame, filters: list[str]) -> str:
+    """The tuning-budget curves (expected maximum validation accuracy against knob combinations tried, per
+    method), or a note when they cannot be drawn; '' when no method ran more than one knob combination."""
+    if not has_budgets(frame):
+        return ""
+    plot, reason = attempt(budget_plot, frame, filters)
+    if plot is None:
+        return note(f"No tuning-budget figure: {reason}")
+    caption = ("Tuning budgets: per method, the expected maximum validation accuracy (%) of n knob combinations "
+               "drawn at random from those it ran, against n, with a band of ± 1 standard deviation of that "
+               "maximum (Dodge et al. 2019); one panel per dataset · encoder. Validation scores, not test: methods "
+               "compared at the same n had the same tuning budget; a curve ends at the combinations its method ran.")
     return '<div class="figures">' + figure_html(plot, caption) + "</div>\n"
 
 

@@ -5,7 +5,10 @@ reported by every row of its runs on the evaluation seeds.
 The choice reads one row per run and nothing else: its clean validation accuracy (evaluator "clean", split
 "validation", metric "accuracy", no label). Test rows, evaluator rows and wall times never change it. A
 combination is one `combo` value (rows written before combos existed, combo "", count as one); its `knobs` (JSON
-of the settings changed from the defaults) break ties: the fewest changed knobs win, then the smallest text.
+of the settings changed from the defaults) break ties (mean validation accuracies within TIE): the fewest changed
+knobs win, then the smallest knobs text (the JSON, sorted keys), then the smallest combo id. The table names every
+setting the chosen combination changed, marks the tuned ones (those that vary among the combinations) and says
+when the choice was a tie, and between which combinations.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ import pandas as pd
 
 from bench.errors import BenchError
 from bench.reporting.cellframes import MISSING, make_table, text_cell
+from bench.reporting.provenance_notes import provenance_notes
 from bench.reporting.resultsview import as_text, first_few
 from bench.reporting.tables import method_key
 
@@ -26,8 +30,11 @@ GROUP = ["dataset", "encoder", "method"]  # one choice per group
 VALIDATION = {"evaluator": "clean", "split": "validation", "metric": "accuracy", "label": ""}
 TIE = 1e-12  # scores this close count as equal
 TEXT = ("run_key", "dataset", "encoder", "method", "evaluator", "split", "metric", "label", "combo", "knobs")
-TABLE_COLUMNS = ["dataset", "encoder", "method", "knobs", "val_accuracy", "combinations", "selection_seeds",
-                 "eval_seeds", "runs", "compute_seconds"]
+TABLE_COLUMNS = ["dataset", "encoder", "method", "knobs", "tuned", "ties", "val_accuracy", "combinations",
+                 "selection_seeds", "eval_seeds", "runs", "compute_seconds"]
+TUNED = " (tuned)"  # after a knob that varies among the combinations
+TIE_RULE = ("the fewest changed knobs win, then the smallest knobs text (the JSON of the changed settings, sorted "
+            "keys), then the smallest combo id")
 OPTIMISTIC = ("knobs were chosen and scores reported on the same seeds: optimistic (the choice also fits those "
               "seeds' noise); hold seeds out with --selection-seeds/--eval-seeds")
 
@@ -40,6 +47,7 @@ class Selection:
     table: pd.DataFrame  # one row per dataset x encoder x method (TABLE_COLUMNS)
     warnings: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    provenance: list[str] = field(default_factory=list)  # where the runs behind the table were built
 
 
 @dataclass
@@ -49,6 +57,7 @@ class Candidate:
     combo: str
     knobs: dict[str, Any]
     knobs_text: str
+    recorded: bool  # whether its rows recorded their knobs (rows older than the `knobs` column did not)
     seed_scores: dict[int, float]  # selection seed -> validation accuracy (mean over its runs on that seed)
     runs: list[str]  # run keys scored
 
@@ -84,17 +93,18 @@ def select_by_validation(frame: pd.DataFrame, selection_seeds: list[int] | None 
                          f"present: {seeds_text(runs['seed']) or '(none)'}")
     runs = runs.assign(score=runs["run_key"].map(scores))
     warnings: list[str] = []
-    table_rows, reported = [], []
+    table_rows, reported, rested = [], [], []
     groups = sorted(runs.groupby(GROUP, sort=False).groups, key=lambda k: (k[0], k[1], method_key(k[2])))
     for key in groups:
         group = runs[(runs["dataset"] == key[0]) & (runs["encoder"] == key[1]) & (runs["method"] == key[2])]
         present = set(int(s) for s in group["seed"])
         select = chosen_on if chosen_on is not None else present - (shown_on or set())
         evaluate = shown_on if shown_on is not None else present - (chosen_on or set())
-        row, keys = choose(group, "/".join(key), select, evaluate, warnings)
+        row, keys, scored = choose(group, "/".join(key), select, evaluate, warnings)
         if row is not None:
             table_rows.append(row)
             reported += keys
+            rested += [*scored, *keys]
     if not table_rows:
         raise BenchError(f"no dataset/encoder/method left to report ({len(groups)} left out; first: "
                          f"{warnings[0] if warnings else 'no reason'}); seeds with validation accuracy: "
@@ -103,7 +113,8 @@ def select_by_validation(frame: pd.DataFrame, selection_seeds: list[int] | None 
     warnings += budget_warnings(table)
     notes = [OPTIMISTIC] if chosen_on is None and shown_on is None else []
     chosen_rows = frame[rows["run_key"].isin(reported).to_numpy()]
-    return Selection(chosen_rows.reset_index(drop=True), table, warnings, notes)
+    behind = frame[(rows["run_key"].isin(rested) & (rows["evaluator"] == "clean")).to_numpy()]
+    return Selection(chosen_rows.reset_index(drop=True), table, warnings, notes, provenance_notes(behind))
 
 
 def prepared(frame: pd.DataFrame) -> pd.DataFrame:
@@ -133,28 +144,31 @@ def validation_scores(rows: pd.DataFrame) -> pd.Series:
 
 
 def run_table(rows: pd.DataFrame) -> pd.DataFrame:
-    """One row per run with a seed, from its clean rows (its validation row first): group, seed, combo, knobs and
-    wall seconds (NaN when none is recorded)."""
+    """One row per run with a seed, from its clean rows (its validation row first): group, seed, combo, knobs
+    ("{}" when not recorded), the knobs as recorded ("" when not: `recorded`) and wall seconds (NaN when none is
+    recorded)."""
     clean = rows[(rows["evaluator"] == "clean") & rows["seed"].notna()]
     clean = clean.assign(_first=~validation_mask(clean)).sort_values("_first", kind="stable")
     runs = clean.groupby("run_key", sort=True).agg(
         dataset=("dataset", "first"), encoder=("encoder", "first"), method=("method", "first"),
-        seed=("seed", "first"), combo=("combo", "first"), knobs=("_knobs", "first"),
+        seed=("seed", "first"), combo=("combo", "first"), knobs=("_knobs", "first"), recorded=("knobs", "first"),
         wall_seconds=("wall_seconds", "max"))
     return runs.reset_index()
 
 
 def choose(group: pd.DataFrame, name: str, select: set[int], evaluate: set[int],
-           warnings: list[str]) -> tuple[dict[str, Any] | None, list[str]]:
-    """The table row and reported run keys of one group (None and [] when it is left out, with a warning)."""
+           warnings: list[str]) -> tuple[dict[str, Any] | None, list[str], list[str]]:
+    """The table row, reported run keys and scored run keys of one group (None, [] and [] when it is left out,
+    with a warning)."""
     scored = group[group["seed"].isin(select) & group["score"].notna()] if select else group.iloc[:0]
     if scored.empty:
         where = f"the selection seeds {seeds_text(select)}" if select else "any seed (every seed is an eval seed)"
         warnings.append(f"{name}: no validation accuracy on {where}; left out")
-        return None, []
+        return None, [], []
     candidates = [candidate(combo, part) for combo, part in scored.groupby("combo", sort=True)]
     best = max(c.score for c in candidates)
-    chosen = min((c for c in candidates if c.score >= best - TIE), key=Candidate.order)
+    tied = sorted((c for c in candidates if c.score >= best - TIE), key=Candidate.order)
+    chosen = tied[0]
     varying = varying_keys(candidates)
     counts = {len(c.seed_scores) for c in candidates}
     if len(counts) > 1:
@@ -168,18 +182,19 @@ def choose(group: pd.DataFrame, name: str, select: set[int], evaluate: set[int],
         wanted = f"on the eval seeds {seeds_text(evaluate)}" if evaluate else "outside the selection seeds"
         warnings.append(f"{name}: the chosen combination ({knobs_label(chosen.knobs, varying, chosen.combo)}) has "
                         f"no runs {wanted}; left out")
-        return None, []
+        return None, [], []
     if evaluate - shown:
         warnings.append(f"{name}: the chosen combination has no runs on eval seed(s) {seeds_text(evaluate - shown)}; "
                         f"reported on {seeds_text(shown)} only")
     used = scored["run_key"].unique()
     wall = group.loc[group["run_key"].isin(used), "wall_seconds"]
     row = {**dict(zip(GROUP, group[GROUP].iloc[0])),
-           "knobs": MISSING if len(candidates) == 1 else knobs_label(chosen.knobs, varying),
+           "knobs": chosen_label(chosen, varying), "tuned": ", ".join(varying),
+           "ties": [knobs_label(c.knobs, varying, c.combo) for c in tied] if len(tied) > 1 else [],
            "val_accuracy": chosen.score, "combinations": len(candidates),
            "selection_seeds": seeds_text(scored["seed"]), "eval_seeds": seeds_text(shown), "runs": len(used),
            "compute_seconds": float(wall.sum(min_count=1))}
-    return row, list(mine["run_key"])
+    return row, list(mine["run_key"]), list(used)
 
 
 def candidate(combo: str, part: pd.DataFrame) -> Candidate:
@@ -192,8 +207,8 @@ def candidate(combo: str, part: pd.DataFrame) -> Candidate:
     if not isinstance(knobs, dict):
         raise BenchError(f"run {part['run_key'].iloc[0]}: knobs {text!r} are not a JSON object; the row is damaged")
     per_seed = part.groupby("seed")["score"].mean()
-    return Candidate(combo, knobs, text, {int(s): float(v) for s, v in per_seed.items()},
-                     sorted(part["run_key"]))
+    scores = {int(s): float(v) for s, v in per_seed.items()}
+    return Candidate(combo, knobs, text, bool((part["recorded"] != "").all()), scores, sorted(part["run_key"]))
 
 
 def varying_keys(candidates: list[Candidate]) -> list[str]:
@@ -204,14 +219,26 @@ def varying_keys(candidates: list[Candidate]) -> list[str]:
 
 
 def knobs_label(knobs: dict[str, Any], varying: list[str], combo: str = "") -> str:
-    """`key=value, ...` for every knob among `varying` (`key=default` for one left at its default); "defaults"
-    when none is changed, "—" when no knob varies (combinations that differ by something else: `combo` names
-    one then, when given)."""
+    """A combination told apart from the others of its group: `key=value, ...` for every knob among `varying`
+    (`key=default` for one left at its default); when no knob varies (combinations that differ by something
+    else), `combo <id>`, or "—" without `combo`."""
     if not varying:
         return f"combo {combo or '(none)'}" if combo else MISSING
-    if not any(k in knobs for k in varying):
-        return "defaults"
     return ", ".join(f"{k}={value_text(knobs[k]) if k in knobs else 'default'}" for k in varying)
+
+
+def chosen_label(chosen: Candidate, tuned: list[str]) -> str:
+    """The chosen combination as the table names it: every setting it changed from the method's defaults and every
+    tuned knob (`key=default` when left at its default): the tuned ones first, marked (tuned), then the method's
+    knobs, then training settings; "defaults" only when it changed nothing, "—" when its rows did not record
+    their knobs."""
+    if not chosen.recorded and not chosen.knobs:
+        return MISSING
+    keys = sorted({*chosen.knobs, *tuned}, key=lambda k: (k not in tuned, "." not in k, k))  # then method knobs
+    if not keys:
+        return "defaults"
+    return ", ".join(f"{k}={value_text(chosen.knobs[k]) if k in chosen.knobs else 'default'}"
+                     f"{TUNED if k in tuned else ''}" for k in keys)
 
 
 def value_text(value: Any) -> str:
@@ -251,18 +278,22 @@ def duration_text(seconds: float) -> str:
 
 def selection_cells(selection: Selection) -> pd.DataFrame:
     """The choice as a cell frame (`bench.reporting.render`): per dataset/encoder/method the chosen knobs,
-    validation accuracy, tuning budget and compute, and the seeds reported; the selection's notes as table notes
-    (its warnings are the caller's to print)."""
+    validation accuracy, tuning budget and compute, and the seeds reported; the ties, the selection's notes and
+    where its runs were built as table notes (its warnings are the caller's to print)."""
     table = selection.table
     pairs = sorted(set(zip(table["dataset"], table["encoder"])))
     several = len(pairs) > 1
-    cells = []
+    cells, ties = [], []
     for row in table.to_dict("records"):
         label = f"{row['dataset']} {row['encoder']} {row['method']}" if several else row["method"]
         n_seeds = len(row["selection_seeds"].split(","))
         shown = len(row["eval_seeds"].split(","))
+        tied = row.get("ties") or []
+        if tied:
+            ties.append(f"{label}: a tie on validation ({100 * row['val_accuracy']:.2f}) between {len(tied)} "
+                        f"combinations ({'; '.join(tied)}): the tie rule chose {tied[0]}")
         cells += [
-            text_cell(label, "Knobs", row["knobs"]),
+            text_cell(label, "Knobs", row["knobs"] + (" [tie]" if tied else "")),
             text_cell(label, "Validation acc (%)", f"{100 * row['val_accuracy']:.2f}",
                       mean=100 * row["val_accuracy"], n=n_seeds),
             text_cell(label, "Budget (C×S)", f"{row['combinations']}×{n_seeds}",
@@ -273,10 +304,13 @@ def selection_cells(selection: Selection) -> pd.DataFrame:
     title = "Knobs chosen by validation: per method, the combination with the best mean validation accuracy"
     if not several:
         title += f" on {pairs[0][0]} ({pairs[0][1]})"
-    notes = ["Knobs: the chosen values of the knobs that vary among the method's combinations (defaults = none "
-             "changed, — = one combination); Validation acc: its mean over the S selection seeds",
+    notes = ["Knobs: every setting the chosen combination changed from the method's defaults, and every knob tuned "
+             f"(varied among its combinations), marked{TUNED} (=default: left at its default; defaults = it changed "
+             "nothing; — = not recorded); Validation acc: its mean over the S selection seeds",
              "Budget: C combinations × S selection seeds tried; Compute: the wall time of those runs; test scores "
              "come from the reported seeds only, and never took part in the choice",
-             *selection.notes]
+             *([f"[tie] = the best mean validation accuracy was shared (within {TIE:g}); ties: {TIE_RULE}", *ties]
+               if ties else []),
+             *selection.notes, *selection.provenance]
     return make_table(cells, title, "dataset encoder method" if several else "method", notes,
                       left=["Knobs", "Reported seeds"])

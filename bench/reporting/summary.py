@@ -12,6 +12,7 @@ import pandas as pd
 
 from bench.reporting.collapsed import MARK, split_runs
 from bench.reporting.resultsview import breakdown_rows, knobs_text, with_regimes
+from bench.reporting.verdicts import MIN_RUNS, RunLevel, run_level, verdict
 
 KEYS = ["dataset", "encoder", "method"]
 COLLAPSED = "collapsed"  # shown instead of the numbers of a method whose every run collapsed
@@ -96,7 +97,7 @@ def evaluation_table(rows: list[dict[str, Any]], include_collapsed: bool = False
 # ----------------------------------------------------------------------------------------------- after a run
 
 BASELINE = "ce"
-SUMMARY_RESAMPLES = 2000  # the quick paired bootstrap of the run summary (`clbench report --table compare`: 10,000)
+SUMMARY_RESAMPLES = 200  # the item bootstrap behind the pairing (the summary shows the run-level verdict only)
 # evaluator -> (its headline metric, what it measures, percent?, lower is better?)
 HEADLINES = {
     "checklist": ("failure_rate", "CheckList failure rate", True, True),
@@ -106,11 +107,18 @@ HEADLINES = {
 }
 
 
+def delta_column(baseline: str = BASELINE) -> str:
+    """The run summary's column of the comparison with `baseline`."""
+    return f"Δacc vs {baseline} [95% CI], verdict"
+
+
 def results_table(rows: list[dict[str, Any]], predictions: dict[str, pd.DataFrame] | None = None,
                   baseline: str = BASELINE) -> pd.DataFrame:
     """`summary_table` plus, where `baseline` ran on the same dataset and encoder and `predictions` (run key ->
-    `stats.load_predictions` frame) are given, the paired test-accuracy difference to it in points with a
-    95% bootstrap interval over the shared test items (pooled over paired seeds)."""
+    `stats.load_predictions` frame) are given, the comparison with it as `clbench report --table compare` makes
+    it (bench.reporting.verdicts): the mean paired difference in points over runs, its t interval over runs
+    (from 2 runs) and the verdict word, BH over the summary's comparisons."""
+    from bench.reporting.stats import bh_adjust
     from bench.reporting.tables import clean_accuracy
 
     table = summary_table(rows)
@@ -118,17 +126,18 @@ def results_table(rows: list[dict[str, Any]], predictions: dict[str, pd.DataFram
         return table
     kept = split_runs(clean_accuracy(pd.DataFrame(rows))).kept  # no paired difference with a collapsed run
     runs = kept.groupby([*KEYS, "seed"])["run_key"].first().to_dict()
-    column = []
-    for _, row in table.iterrows():
-        column.append(paired_delta(runs, predictions, row["dataset"], row["encoder"], row["method"], baseline))
-    table.insert(table.columns.get_loc("wall_s"), f"Δacc vs {baseline} [95% CI]", column)
+    levels = [paired_runs(runs, predictions, row["dataset"], row["encoder"], row["method"], baseline)
+              for _, row in table.iterrows()]
+    qvalues = iter(bh_adjust([level.pvalue for level in levels if level is not None]))
+    column = [delta_text(level, next(qvalues)) if level is not None else "—" for level in levels]
+    table.insert(table.columns.get_loc("wall_s"), delta_column(baseline), column)
     return table
 
 
-def paired_delta(runs: dict[tuple, str], predictions: dict[str, pd.DataFrame], dataset: str, encoder: str,
-                 method: str, baseline: str) -> str:
-    """`+1.23 [-0.40, +2.90]` (points) for `method` against `baseline`; `—` for the baseline itself or when
-    the two share no seed with predictions."""
+def paired_runs(runs: dict[tuple, str], predictions: dict[str, pd.DataFrame], dataset: str, encoder: str,
+                method: str, baseline: str) -> RunLevel | None:
+    """The run-level comparison of `method` with `baseline` (points); None for the baseline itself or when the
+    two share no seed with predictions."""
     from bench.reporting import stats
 
     def by_seed(name: str) -> dict[int, pd.DataFrame]:
@@ -136,13 +145,16 @@ def paired_delta(runs: dict[tuple, str], predictions: dict[str, pd.DataFrame], d
                 if (d, e, m) == (dataset, encoder, name) and key in predictions}
 
     if method == baseline:
-        return "—"
+        return None
     result = stats.compare_predictions(by_seed(baseline), by_seed(method), SUMMARY_RESAMPLES)
-    if not result.seeds or result.bootstrap is None:
-        return "—"
-    low, high = (100 * result.bootstrap.low, 100 * result.bootstrap.high)
-    interval = "" if np.isnan(low) else f" [{low:+.2f}, {high:+.2f}]"
-    return f"{100 * result.delta:+.2f}{interval}"
+    return run_level(100 * np.asarray(result.deltas)) if result.seeds else None
+
+
+def delta_text(level: RunLevel, q: float) -> str:
+    """`+1.23 [-0.40, +2.90] inconclusive` (points; from 2 runs) or `+2.00 inconclusive (1 run)`."""
+    interval = "" if np.isnan(level.low) else f" [{level.low:+.2f}, {level.high:+.2f}]"
+    runs = f" ({level.n} run{'s' if level.n > 1 else ''})" if level.n < MIN_RUNS else ""
+    return f"{level.delta:+.2f}{interval} {verdict(level, q)}{runs}"
 
 
 def evaluator_lines(rows: list[dict[str, Any]]) -> list[str]:

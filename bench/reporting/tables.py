@@ -15,17 +15,17 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from bench.reporting import stats
+from bench.reporting import stats, verdicts
 from bench.errors import BenchError
 from bench.reporting.cellframes import DIGITS, MISSING, format_p, make_table, mark_best, text_cell, value_cell
 from bench.reporting.collapsed import MARK, split_runs
 from bench.reporting.evalsettings import settings_labels, settings_notes
 from bench.reporting.papers import PAPER_MAP, card_papers, encoder_family, paper_cells, paper_note
 from bench.reporting.resultsview import as_text
+from bench.reporting.verdicts import VerdictSettings
 
 METHOD_ORDER = ("ce", "cl", "clld-static", "clld-adaptive", "supcon", "lcl", "cline", "dcl")
 ABLATION_METHODS = ("ce", "cl", "clld-static", "clld-adaptive")
-SIGNIFICANCE = 0.05
 CELL = ["dataset", "encoder", "method"]  # the rows averaged into one cell, over seeds
 
 # robustness columns: (evaluator, attack mode or "" for any, metric, header, higher is better)
@@ -183,9 +183,11 @@ def skipped_notes(frame: pd.DataFrame) -> list[str]:
 
 def compare(frame: pd.DataFrame, predictions: Mapping[str, pd.DataFrame], baseline: str = "ce",
             n_resamples: int = stats.N_RESAMPLES, seed: int = stats.BOOTSTRAP_SEED,
-            include_collapsed: bool = False) -> pd.DataFrame:
-    """Every other method against `baseline` per dataset x encoder on the same test items: Δ accuracy, paired
-    bootstrap 95% CI and p, McNemar p per seed, Benjamini-Hochberg q over the table, * at q < 0.05.
+            include_collapsed: bool = False, settings: VerdictSettings = VerdictSettings()) -> pd.DataFrame:
+    """Every other method against `baseline` per dataset x encoder, paired by seed (one seed = one run, and with
+    per-seed draws one training sample): the verdict (bench.reporting.verdicts) from the run-level Δ, its t
+    interval and test (Benjamini-Hochberg q over the table), ASO and the runs needed; then, secondary, the
+    item-level bootstrap interval and McNemar p of these trained models (bench.reporting.stats).
 
     `predictions` maps run keys to `stats.load_predictions` frames."""
     split = split_runs(clean_accuracy(frame), frame, include_collapsed)
@@ -195,6 +197,7 @@ def compare(frame: pd.DataFrame, predictions: Mapping[str, pd.DataFrame], baseli
         raise BenchError(f"baseline {baseline!r} has no finished runs in the selection; methods there: "
                          f"{', '.join(sorted(accuracy['method'].unique(), key=method_key))} (use --baseline)")
     runs = accuracy.groupby(["dataset", "encoder", "method", "seed"])["run_key"].apply(sorted).to_dict()
+    scores = dict(zip(accuracy["run_key"], accuracy["value"].astype(float)))
     groups = sorted({(d, e) for d, e, m, _ in runs if m == baseline})
     several = len(groups) > 1
     results, notes = [], []
@@ -215,61 +218,80 @@ def compare(frame: pd.DataFrame, predictions: Mapping[str, pd.DataFrame], baseli
             result = stats.compare_predictions({s: predictions[k] for s, k in base.items()},
                                                {s: predictions[k] for s, k in per_method[method].items()},
                                                n_resamples, seed, (baseline, method))
-            results.append((dataset, encoder, method, result))
+            aso = verdicts.aso_epsilon([scores[k] for k in per_method[method].values()],
+                                       [scores[k] for k in base.values()], settings.aso_iterations)
+            results.append((dataset, encoder, method, result, verdicts.run_level(100 * np.asarray(result.deltas)),
+                            aso))
             where = f"{dataset}/{encoder}/{method}" if several else method
             notes += [f"{where}: {note}" for note in result.notes]
     if not results:
         raise BenchError(f"no method besides the baseline {baseline!r} on the datasets it ran on; nothing to compare")
-    qvalues = stats.bh_adjust([r.bootstrap.pvalue if r.bootstrap else math.nan for *_, r in results])
+    qvalues = stats.bh_adjust([runs_.pvalue for *_, runs_, _ in results])
     cells = []
     flagged = split.cells(CELL)
-    for (dataset, encoder, method, result), q in zip(results, qvalues):
-        row = comparison_cells(f"{dataset} {encoder} {method}" if several else method, result, q)
+    for (dataset, encoder, method, result, level, aso), q in zip(results, qvalues):
+        row = comparison_cells(f"{dataset} {encoder} {method}" if several else method, result, level, aso, q,
+                               settings)
         for cell in row:  # what the row compares, for readers of the cells (bench.api.compare)
             cell.update(dataset=dataset, encoder=encoder, method=method)
-        if {(dataset, encoder, method), (dataset, encoder, baseline)} & flagged and row[0]["text"] != MISSING:
-            row[0]["text"] += f" {MARK}"  # Δ of a pair that includes a collapsed run
+        if {(dataset, encoder, method), (dataset, encoder, baseline)} & flagged and row[1]["text"] != MISSING:
+            row[1]["text"] += f" {MARK}"  # Δ of a pair that includes a collapsed run
         cells += row
-    title = f"Paired comparison with {baseline}: Δ = method − {baseline} test accuracy (points)"
+    title = f"Paired comparison with {baseline}: Δ = method − {baseline} test accuracy (points), over runs"
     if not several:
         title += f" on {groups[0][0]} ({groups[0][1]})"
     explained = [
-        (f"Δ: mean over paired seeds; CI and p: paired bootstrap over test items pooled over seeds "
-         f"({n_resamples:,} resamples, RNG seed {seed}), percentile interval, p = two-sided bootstrap proportion"),
-        (f"q: Benjamini-Hochberg over the {int(np.isfinite(qvalues).sum())} comparisons in this table; "
-         f"* = q < {SIGNIFICANCE}"),
-        (f"McNemar per seed (s<seed> p): exact binomial when discordant items < {stats.EXACT_BELOW}, "
-         "else chi-square with continuity correction"),
+        (f"verdict: better / worse (q < {settings.alpha:g}), equivalent (95% CI inside ±{settings.rope:g} points, "
+         f"the ROPE) or inconclusive; fewer than {verdicts.MIN_RUNS} paired runs: inconclusive, always"),
+        ("run = one seed (with per-seed draws: one training sample), paired across methods; Δ: mean over runs; "
+         "95% CI: Student t over the per-run differences; p: paired t-test; q: Benjamini-Hochberg over the "
+         f"{int(np.isfinite(qvalues).sum())} comparisons in this table"),
+        (f"ASO ε: Almost Stochastic Order of the method's run accuracies over {baseline}'s (deepsig, "
+         f"{settings.aso_iterations} iterations; < 0.5: the method almost stochastically dominates; — below "
+         f"{verdicts.MIN_RUNS} runs a side)"),
+        (f"runs needed: paired runs at which an inconclusive comparison would likely be settled at the observed Δ "
+         f"and spread (80% power; + = more than now)"),
+        (f"secondary, these trained models only (‡): items CI = paired bootstrap over test items pooled over runs "
+         f"({n_resamples:,} resamples, RNG seed {seed}), McNemar per run (exact binomial when discordant items < "
+         f"{stats.EXACT_BELOW}); they hold the models fixed and never decide the verdict"),
     ]
     return make_table(cells, title, "dataset encoder method" if several else "method",
-                      explained + notes + split.notes())
+                      explained + notes + split.notes(), left=["verdict"])
 
 
-def comparison_cells(row: str, result: stats.PairedComparison, q: float) -> list[dict[str, Any]]:
-    """The cells of one comparison row."""
+def comparison_cells(row: str, result: stats.PairedComparison, level: verdicts.RunLevel, aso: float, q: float,
+                     settings: VerdictSettings = VerdictSettings()) -> list[dict[str, Any]]:
+    """The cells of one comparison row: the run-level verdict and its statistics, then the item-level ones."""
     n = len(result.seeds)
     unpaired = "; ".join(result.notes)
-    seeds_text = str(n) + (f" ({len(result.unpaired)} unpaired)" if result.unpaired else "")
+    runs_text = str(n) + (f" ({len(result.unpaired)} unpaired)" if result.unpaired else "")
     if not n or result.bootstrap is None:
-        return [text_cell(row, c, MISSING, note=unpaired or "no paired seeds")
-                for c in ("Δ acc", "95% CI", "p (bootstrap)", "q (BH)", "sig", "McNemar p")] + \
-            [text_cell(row, "seeds", seeds_text, n=0, note=unpaired)]
-    deltas = 100 * np.asarray(result.deltas)
+        return [text_cell(row, "verdict", "inconclusive", note=unpaired or "no paired runs")] + \
+            [text_cell(row, c, MISSING, note=unpaired or "no paired runs")
+             for c in ("Δ acc", "95% CI", "p", "q (BH)", "ASO ε")] + \
+            [text_cell(row, "runs", runs_text, n=0, note=unpaired),
+             text_cell(row, "runs needed", verdicts.needed_text(None, 0), n=0)] + \
+            [text_cell(row, c, MISSING) for c in ("items CI ‡", "McNemar p ‡")]
+    word = verdicts.verdict(level, q, settings)
+    needed = verdicts.runs_needed(level, settings) if word == "inconclusive" else None
+    delta = text_cell(row, "Δ acc", f"{level.delta:+.2f}", level.delta, n, unpaired)
+    delta["std"] = level.std
+    ci = "[" + ", ".join(MISSING if math.isnan(v) else f"{v:+.2f}" for v in (level.low, level.high)) + "]"
     boot = result.bootstrap
-    delta = text_cell(row, "Δ acc", f"{deltas.mean():+.2f}", float(deltas.mean()), n, unpaired)
-    delta["std"] = float(deltas.std(ddof=1)) if n > 1 else math.nan
-    low, high = 100 * boot.low, 100 * boot.high
-    ci = "[" + ", ".join(MISSING if math.isnan(v) else f"{v:+.2f}" for v in (low, high)) + "]"
+    items = "[" + ", ".join(MISSING if math.isnan(v) else f"{100 * v:+.2f}" for v in (boot.low, boot.high)) + "]"
     mcnemar = ", ".join(f"s{s} {format_p(t.pvalue)}" for s, t in zip(result.seeds, result.mcnemar))
-    significant = not math.isnan(q) and q < SIGNIFICANCE
     return [
+        text_cell(row, "verdict", word, n=n, verdict=word),
         delta,
-        text_cell(row, "95% CI", ci, n=n, low=low, high=high),
-        text_cell(row, "p (bootstrap)", format_p(boot.pvalue), boot.pvalue, n),
+        text_cell(row, "95% CI", ci, n=n, low=level.low, high=level.high),
+        text_cell(row, "p", format_p(level.pvalue), level.pvalue, n),
         text_cell(row, "q (BH)", format_p(q), float(q), n),
-        text_cell(row, "sig", "*" if significant else "", n=n),
-        text_cell(row, "McNemar p", mcnemar, n=n),
-        text_cell(row, "seeds", seeds_text, float(n), n, unpaired),
+        text_cell(row, "ASO ε", MISSING if math.isnan(aso) else f"{aso:.2f}", aso, n),
+        text_cell(row, "runs", runs_text, float(n), n, unpaired),
+        text_cell(row, "runs needed", verdicts.needed_text(needed, n) if word == "inconclusive" else "",
+                  math.nan if needed is None else float(needed), n),
+        text_cell(row, "items CI ‡", items, n=n, low=100 * boot.low, high=100 * boot.high, p=boot.pvalue),
+        text_cell(row, "McNemar p ‡", mcnemar, n=n),
     ]
 
 
