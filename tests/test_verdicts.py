@@ -87,3 +87,24 @@ def test_aso_says_which_scores_dominate():
     assert verdicts.aso_epsilon(worse, better, iterations=50) > 0.8
     assert math.isnan(verdicts.aso_epsilon(better[:2], worse, iterations=50))
     assert math.isnan(verdicts.aso_epsilon(better, worse, iterations=0))
+
+
+def test_report_options_of_the_verdict_are_checked():
+    from argparse import Namespace
+
+    from bench.cli.report import verdict_settings
+    from bench.errors import BenchError
+
+    assert verdict_settings(Namespace(rope=1.0, aso_iterations=0)) == VerdictSettings(rope=1.0, aso_iterations=0)
+    assert verdict_settings(Namespace(rope=None, aso_iterations=None)).rope == verdicts.ROPE
+    with pytest.raises(BenchError, match="--rope must be in"):
+        verdict_settings(Namespace(rope=-1.0, aso_iterations=None))
+    with pytest.raises(BenchError, match="--aso-iterations must be >= 0"):
+        verdict_settings(Namespace(rope=None, aso_iterations=-5))
+
+
+def test_aso_iterations_default_reads_the_environment(monkeypatch):
+    monkeypatch.setenv(verdicts.ASO_ENV, "7")
+    assert VerdictSettings().aso_iterations == 7
+    monkeypatch.setenv(verdicts.ASO_ENV, "many")
+    assert VerdictSettings().aso_iterations == verdicts.ASO_ITERATIONS

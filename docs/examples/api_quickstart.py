@@ -33,7 +33,8 @@ print(test.pivot(index="method", columns="metric", values="value").round(4).to_s
 stored = clbench.load_results("results-quickstart")
 print(f"{len(stored)} rows, {stored['run_key'].nunique()} runs in results-quickstart")
 comparison = clbench.compare(stored, baseline="ce", bootstrap=1000)
-print(comparison[["method", "delta", "ci_low", "ci_high", "p", "q", "seeds"]].round(3).to_string(index=False))
+print(comparison[["method", "verdict", "delta", "ci_low", "ci_high", "runs", "items_ci_low", "items_ci_high"]]
+      .round(3).to_string(index=False))
 
 # %% [markdown]
 # `table` gives any report table as the command prints it (here paper-ii: test accuracy in %, mean (seeds)).
