@@ -66,7 +66,7 @@ def next_steps(opts: RunOptions, keys: list[str]) -> list[str]:
     folder = "" if default else f" --results-dir {opts.results_dir}"
     select = " --select-by validation" if opts.grid else ""  # a grid: one combination per method, chosen
     steps = [f"clbench results{folder}                      every result row (filter, export CSV/Parquet)",
-             f"clbench report{folder} --table compare{select}       paired comparison with CIs and q-values",
+             f"clbench report{folder} --table compare{select}       verdicts vs ce over paired runs",
              f"clbench report{folder} --html                one self-contained page to share"]
     request = getattr(opts, "request", None)
     if opts.grid and request is not None and not request.evaluators:

@@ -10,7 +10,7 @@ import logging
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 import numpy as np
 
@@ -311,4 +311,4 @@ def data_ref(name: str, data_dir: str | None, data_seed: int, val_fraction: floa
     folder = data_dir or os.environ.get("BENCH_DATA_DIR")
     return DataRef(name, str(Path(folder).expanduser().resolve()) if folder else None, data_seed, val_fraction,
                    tuple(sorted((k, v) for k, v in (regime or {}).items() if ADDED_DEFAULTS.get(k, object()) != v)),
-                   tuple(draw))
+                   tuple(draw) if tuple(draw) != (data_seed,) else ())  # a fixed draw needs no record

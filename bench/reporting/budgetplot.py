@@ -12,20 +12,18 @@ never take part. Collapsed runs follow `bench.reporting.collapsed`: left out and
 
 from __future__ import annotations
 
-import math
 import textwrap
 from typing import Any
 
 import numpy as np
 import pandas as pd
-import seaborn as sns
 from matplotlib.axes import Axes
 from matplotlib.lines import Line2D
 from matplotlib.ticker import MaxNLocator
 
 from bench.errors import BenchError
 from bench.reporting.collapsed import MARK, asked_for, flag_runs, split_runs
-from bench.reporting.figures import COLUMN_WIDTH, PAGE_WIDTH, Plot, new_figure, styled
+from bench.reporting.figures import Plot, facet_grid, styled
 from bench.reporting.plotdata import PERCENT
 from bench.reporting.render import filters_slug
 from bench.reporting.resultsview import apply_filters, with_regimes
@@ -163,8 +161,10 @@ def budget_plot(frame: pd.DataFrame, filters: list[str] | None = None, seeds: li
     single = data[data["combinations"] == 1]
     if not single.empty:
         panels = data[["dataset", "encoder"]].drop_duplicates()
-        named = [m if len(panels) == 1 else f"{m} on {d} ({e})"
-                 for d, e, m in zip(single["dataset"], single["encoder"], single["method"])]
+        everywhere = [m for m, n in single.groupby("method", sort=False).size().items() if n == len(panels)]
+        named = [*everywhere, *(m if len(panels) == 1 else f"{m} on {d} ({e})"
+                                for d, e, m in zip(single["dataset"], single["encoder"], single["method"])
+                                if m not in everywhere)]
         lines.append(f"one combination (one point, its validation accuracy): {', '.join(named)}")
     width = round(figure.get_figwidth() * 18)  # characters of 7-point text across the figure
     text = [textwrap.fill(line, width) for line in lines] + split.notes()
@@ -176,15 +176,12 @@ def draw(data: pd.DataFrame, marked: set[tuple]) -> Any:
     """The panels (one per dataset x encoder, three a row), each method in one colour throughout, one legend."""
     facets = list(dict.fromkeys(zip(data["dataset"], data["encoder"])))
     methods = sorted(set(data["method"]), key=method_key)
-    palette = dict(zip(methods, sns.color_palette("tab10" if len(methods) <= 10 else "husl", len(methods))))
+    figure, axes, palette = facet_grid(len(facets), methods, 0.9)
     columns = min(3, len(facets))
-    rows_n = math.ceil(len(facets) / columns)
-    figure = new_figure(COLUMN_WIDTH if columns == 1 else PAGE_WIDTH, 2.3 * rows_n + 0.9)
-    axes = np.atleast_1d(figure.subplots(rows_n, columns, squeeze=False)).ravel()
     for index, (ax, (dataset, encoder)) in enumerate(zip(axes, facets)):
         part = data[(data["dataset"] == dataset) & (data["encoder"] == encoder)]
         draw_facet(ax, part, palette, {m for d, e, m in marked if (d, e) == (dataset, encoder)})
-        ax.set_title(f"{dataset} · {encoder}")
+        ax.set_title(textwrap.fill(f"{dataset} · {encoder}", 34), fontsize="small")
         if index % columns == 0:
             ax.set_ylabel("expected max validation accuracy (%)")
     for ax in axes[len(facets):]:

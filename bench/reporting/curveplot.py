@@ -15,7 +15,6 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-import seaborn as sns
 from matplotlib.axes import Axes
 from matplotlib.lines import Line2D
 from matplotlib.ticker import NullLocator
@@ -23,7 +22,7 @@ from scipy import stats
 
 from bench.errors import BenchError
 from bench.reporting.collapsed import MARK
-from bench.reporting.figures import COLUMN_WIDTH, PAGE_WIDTH, Plot, new_figure, styled
+from bench.reporting.figures import Plot, facet_grid, styled
 from bench.reporting.plotdata import select_rows
 from bench.reporting.render import filters_slug
 from bench.reporting.resultsview import with_regimes
@@ -206,11 +205,7 @@ def draw(data: pd.DataFrame, x: str, marked: set[tuple]) -> Any:
     """The facet grid: a line, markers and interval per method, a legend once."""
     facets = list(dict.fromkeys(data["facet"]))
     methods = sorted(set(data["method"]), key=method_key)
-    palette = dict(zip(methods, sns.color_palette("tab10" if len(methods) <= 10 else "husl", len(methods))))
-    columns = min(3, len(facets))
-    rows_n = math.ceil(len(facets) / columns)
-    figure = new_figure(COLUMN_WIDTH if columns == 1 else PAGE_WIDTH, 2.3 * rows_n + 0.6)
-    axes = np.atleast_1d(figure.subplots(rows_n, columns, squeeze=False)).ravel()
+    figure, axes, palette = facet_grid(len(facets), methods, 0.6)
     for ax, facet in zip(axes, facets):
         draw_facet(ax, data[data["facet"] == facet], x, palette, marked)
         ax.set_title(facet)

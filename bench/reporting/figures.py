@@ -99,6 +99,17 @@ def new_figure(width: float, height: float) -> Figure:
     return figure
 
 
+def facet_grid(facets: int, methods: Sequence[str], extra_height: float) -> tuple[Figure, np.ndarray, dict[str, Any]]:
+    """A grid of `facets` panels, three a row (the page width; one column wide for one panel), its axes flattened,
+    and one colour per method (in the order given) for every panel; `extra_height`: inches for titles, legend."""
+    palette = dict(zip(methods, sns.color_palette("tab10" if len(methods) <= 10 else "husl", len(methods))))
+    columns = min(3, facets)
+    rows = -(-facets // columns)
+    figure = new_figure(COLUMN_WIDTH if columns == 1 else PAGE_WIDTH, 2.3 * rows + extra_height)
+    axes = np.atleast_1d(figure.subplots(rows, columns, squeeze=False)).ravel()
+    return figure, axes, palette
+
+
 def save_plot(plot: Plot, reports_dir: Path) -> list[Path]:
     """Write `<stem>.png` (dpi 200) and `<stem>.pdf` under `reports_dir` atomically; returns the paths."""
     paths = []

@@ -249,8 +249,8 @@ def compare(frame: pd.DataFrame, predictions: Mapping[str, pd.DataFrame], baseli
         (f"ASO ε: Almost Stochastic Order of the method's run accuracies over {baseline}'s (deepsig, "
          f"{settings.aso_iterations} iterations; < 0.5: the method almost stochastically dominates; — below "
          f"{verdicts.MIN_RUNS} runs a side)"),
-        (f"runs needed: paired runs at which an inconclusive comparison would likely be settled at the observed Δ "
-         f"and spread (80% power; + = more than now)"),
+        ("runs needed: paired runs at which an inconclusive comparison would likely be settled at the observed Δ "
+         "and spread (80% power; + = more than now)"),
         (f"secondary, these trained models only (‡): items CI = paired bootstrap over test items pooled over runs "
          f"({n_resamples:,} resamples, RNG seed {seed}), McNemar per run (exact binomial when discordant items < "
          f"{stats.EXACT_BELOW}); they hold the models fixed and never decide the verdict"),
