@@ -381,3 +381,11 @@ def test_after_a_grid_and_regimes_the_next_steps_select_on_validation():
         grid.request = SimpleNamespace(evaluators=evaluators)
         steps = next_steps(grid, ["ce_d_e_s1_x"])
         assert any(s.startswith("clbench evaluate --selected --results-dir elsewhere") for s in steps) == said
+
+
+def test_the_delta_is_shown_for_runs_of_a_data_regime(paired):
+    """A few-label run's table row names its regime (`mr[n=100]`): the Δ must still find its paired runs."""
+    rows, predictions = paired
+    regime_rows = [{**row, "train_size": 100} for row in rows]
+    table = results_table(regime_rows, predictions)
+    assert delta_cell(table, "mr[n=100]", "cl").endswith("inconclusive (2 runs)")

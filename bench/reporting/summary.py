@@ -125,6 +125,7 @@ def results_table(rows: list[dict[str, Any]], predictions: dict[str, pd.DataFram
     if table.empty or not predictions:
         return table
     kept = split_runs(clean_accuracy(pd.DataFrame(rows))).kept  # no paired difference with a collapsed run
+    kept = with_regimes(kept)  # `dataset` names the regime, as in `table` (sst2[n=100])
     runs = kept.groupby([*KEYS, "seed"])["run_key"].first().to_dict()
     levels = [paired_runs(runs, predictions, row["dataset"], row["encoder"], row["method"], baseline)
               for _, row in table.iterrows()]
