@@ -23,6 +23,7 @@ from scipy import stats
 from bench.errors import BenchError
 from bench.reporting.collapsed import MARK
 from bench.reporting.figures import Plot, facet_grid, styled
+from bench.reporting.provenance_notes import fixed_draw_runs
 from bench.reporting.plotdata import select_rows
 from bench.reporting.render import filters_slug
 from bench.reporting.resultsview import with_regimes
@@ -148,6 +149,13 @@ def check_points(rows: pd.DataFrame, x: str) -> None:
                              "narrow them with --filter")
 
 
+def draw_line(rows: pd.DataFrame) -> list[str]:
+    """The figure's line about runs trained on one fixed draw of their data (none when every run drew its own)."""
+    fixed, total = fixed_draw_runs(rows)
+    return [f"one draw: {len(fixed)} of {total} runs trained on one fixed draw of their data: the curve is of that "
+            f"sample, not of the regime"] if fixed else []
+
+
 def curve_frame(rows: pd.DataFrame, scale: float, clip: bool = True) -> pd.DataFrame:
     """Per facet x method x point: seeds, mean and 95% t-interval over seeds (values times `scale`; with `clip`,
     the interval clipped to [0, scale], what a rate can be)."""
@@ -195,7 +203,7 @@ def curve_plot(frame: pd.DataFrame, x: str = "train_size", metric: str = "accura
              "points with one seed have no interval" if single.any() else "")
     lines = [f"{what}: mean over runs (seed x draw), {LEVEL:.0%} t-interval over runs" + (", clipped to [0, 100]"
                                                                                        if percent else ""),
-             *([seeds] if seeds else []), *notes, *split.notes()]
+             *([seeds] if seeds else []), *draw_line(rows), *notes, *split.notes()]
     width = round(figure.get_figwidth() * 18)  # characters of 7-point text across the figure
     figure.suptitle("\n".join(textwrap.fill(line, width) for line in lines), fontsize=7)
     return Plot(curve_stem(x, metric, filters), figure, data)

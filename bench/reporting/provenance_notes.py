@@ -67,18 +67,24 @@ def provenance_notes(rows: pd.DataFrame, frame: pd.DataFrame | None = None) -> l
     return notes + draw_notes(rows)
 
 
-def draw_notes(rows: pd.DataFrame) -> list[str]:
-    """A note naming the runs of a data regime trained on one fixed draw (`data_draw` fixed, or rows written
-    before draws varied): their results hold for that one sample, not for the regime."""
+def fixed_draw_runs(rows: pd.DataFrame) -> tuple[list[str], int]:
+    """The run keys of `rows` in a data regime trained on one fixed draw (`data_draw` fixed, or rows written
+    before draws varied), sorted, and how many runs of `rows` are in a data regime."""
     if rows.empty or not {"run_key", "dataset"} <= set(rows.columns):
-        return []
+        return [], 0
     base = as_text(rows["base_dataset"]) if "base_dataset" in rows else as_text(rows["dataset"])
     regime = as_text(rows["dataset"]) != base
     draw = as_text(rows["data_draw"]) if "data_draw" in rows else pd.Series("", index=rows.index)
     fixed = sorted(set(as_text(rows["run_key"])[regime & (draw != "per-seed")]))
+    return fixed, len(set(as_text(rows["run_key"])[regime]))
+
+
+def draw_notes(rows: pd.DataFrame) -> list[str]:
+    """A note naming the runs of a data regime trained on one fixed draw: their results hold for that one
+    sample, not for the regime."""
+    fixed, total = fixed_draw_runs(rows)
     if not fixed:
         return []
-    total = len(set(as_text(rows["run_key"])[regime]))
     return [f"one draw: {len(fixed)} of {total} runs in a few-label or noisy-label regime trained on one fixed draw "
             f"of their data (data_draw fixed, or made before draws varied): their results hold for that sample, "
             f"not for the regime (run with --data-draw per-seed): {first_few(fixed)}"]
