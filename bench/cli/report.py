@@ -187,8 +187,9 @@ def cmd_report(args: argparse.Namespace) -> int:
     for warning in report_warnings(names, frame, include):  # at the top, before anything else
         print(f"warning: {warning}", file=sys.stderr)
     outputs, figures = [], []
+    settings = verdict_settings(args)
     for name in names:
-        cells = table_cells(name, frame, source, args.baseline, resamples, include, verdict_settings(args))
+        cells = table_cells(name, frame, source, args.baseline, resamples, include, settings)
         file_name = name
         if name == "compare" and cells.attrs["baseline"] != "ce":
             file_name = f"compare-vs-{cells.attrs['baseline']}"
@@ -275,7 +276,6 @@ def table_cells(name: str, frame: pd.DataFrame, source: Path, baseline: str = "c
     from bench.reporting.collapsed import split_runs
     from bench.reporting.provenance_notes import with_provenance
     from bench.reporting.resultsview import canonical_method
-
     from bench.reporting.verdicts import VerdictSettings
 
     if name == "ranking":

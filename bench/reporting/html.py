@@ -2,11 +2,12 @@
 
 The page holds a header (when, which folder, which filters, mix warnings, cells over fewer than 3 seeds), the
 paper-style tables (`bench.reporting.tables`: paper-ii, ablation, compare with run-level verdicts, intervals and
-BH q-values, vs-paper, robustness), opening with one line per comparison (its verdict, interval and runs), the leaderboard (`bench.reporting.htmlboard`: methods ranked across datasets by mean
-rank and win rate, cost per run, the datasets and links to each method's definition), the evaluator summaries,
-the figures of `bench.reporting.htmlfigures` as inline PNGs, and each run's provenance. A section that does
-not apply to the selection (one method, no evaluator rows, no clld run, no published numbers) is replaced by a
-one-line note saying why. Every table sorts by a click on a header and saves its rows as shown as CSV (one
+BH q-values, vs-paper, robustness), opening with one line per comparison (its verdict, interval and runs), the
+leaderboard (`bench.reporting.htmlboard`: the Friedman + Nemenyi ranking, then mean rank and win rate, cost per
+run, the datasets and links to each method's definition), the evaluator summaries, the figures of
+`bench.reporting.htmlfigures` as inline PNGs, and each run's provenance. A section that does not apply to the
+selection (one method, no evaluator rows, no clld run, no published numbers) is replaced by a one-line note
+saying why. Every table sorts by a click on a header and saves its rows as shown as CSV (one
 inline script, `bench.reporting.htmlscript`). Nothing is fetched when the page is opened: no external scripts,
 style sheets, fonts or images; links are relative; no absolute local path is shown.
 

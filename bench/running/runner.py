@@ -106,12 +106,11 @@ def plan(method_names: list[str], dataset_names: list[str], encoder_names: list[
                 method_class = METHODS.get(method)
                 for (train, _), config in zip(combos[method], configs[method]):
                     cfg = train_config(dataset, {**overrides, **regime, **train})
+                    labels = data_for(dataset, cfg, seeds[0])[0].label_names  # the same for every draw
+                    method_class.validate(method_class.Config(**dict(config)), labels, results_dir)
                     for encoder in encoder_names:
                         for seed in seeds:
                             data, source = data_for(dataset, cfg, seed)
-                            if encoder == encoder_names[0] and seed == seeds[0]:
-                                method_class.validate(method_class.Config(**dict(config)), data.label_names,
-                                                      results_dir)
                             shards.append(Shard(run_spec(method, data, encoder, seed, cfg, config), data, source))
     keys = [s.spec.key for s in shards]
     if len(set(keys)) != len(keys):
