@@ -149,20 +149,22 @@ def test_a_requeued_task_resumes_from_its_checkpoint(cli, tmp_path, cluster, hur
 
 
 def test_a_task_at_its_time_limit_is_requeued_and_resumes(cli, tmp_path, cluster, hurried, one_thread):
-    """A shard longer than its 1-minute limit: SLURM warns the task before the limit, submitit requeues it, the
+    """A shard longer than its 2-minute limit: SLURM warns the task before the limit, submitit requeues it, the
     next run resumes from the last checkpoint, until the shard is done."""
-    data = slow_dataset(tmp_path / "slow", 4000)
+    data = slow_dataset(tmp_path / "slow", 2000)
     results = tmp_path / "cluster"
-    # slurmctld checks time limits about every 30 s, so the warning comes 15 to 45 s into a 1-minute slot; on a
-    # busy machine a short slot adds only an epoch or two (start-up takes ~12 s): allow many time-outs.
-    code, out, err = cli("run", "--methods", "ce", "--datasets", data, "--epochs", "50", "--patience", "50", *SLOW,
-                         *CPU, "--results-dir", results, "--executor", "slurm", "--time-min", "1",
-                         "--max-timeouts", "40", "--wait")
+    # slurmctld checks time limits every 30 s and warns a task once its remaining time is within the warning delay
+    # (30 s for 2 minutes) plus that interval: a slot lasts 60-90 s, of which start-up takes 10-20 s. (With a
+    # 1-minute limit a requeued task's slot locks to about 17 s, nearly all start-up: it may never reach an epoch's
+    # end.) 60 epochs of 2,000 (about 2 s each on one thread) outlast any one slot and end within a few.
+    code, out, err = cli("run", "--methods", "ce", "--datasets", data, "--epochs", "60", "--patience", "60", *SLOW,
+                         *CPU, "--results-dir", results, "--executor", "slurm", "--time-min", "2",
+                         "--max-timeouts", "20", "--wait")
     assert code == 0, err
     (key,) = record(results)["shards"]
     job = record(results)["shards"][key]["job_id"]
     log = train_log(results / key)
-    assert len(log["history"]) == 50 and log["resumed_from_epoch"] >= 1, log
+    assert len(log["history"]) == 60 and log["resumed_from_epoch"] >= 1, log
     assert restarts(job) >= 1
     task_log = Path(record(results)["jobs"][0]["stdout"]).read_text()
     assert "this job is timed-out" in task_log

@@ -35,7 +35,8 @@ SENTENCES = {  # three labels, as the tiny test fixture; `slow_dataset` varies t
 
 def slow_dataset(folder: Path, n_train: int, n_test: int = 60) -> Path:
     """A dataset folder (train.jsonl, test.jsonl) of `n_train` short texts in three classes: with tiny-bert, one
-    epoch of 4000 takes about 1.5 s on one CPU thread -- long enough to interrupt a shard between epochs."""
+    epoch of 4000 takes about 4 s on one CPU thread of a 2-core machine -- long enough to interrupt a shard between
+    epochs."""
     folder.mkdir(parents=True, exist_ok=True)
     pairs = [(label, text) for label, texts in SENTENCES.items() for text in texts]
     for split, n in (("train", n_train), ("test", n_test)):
