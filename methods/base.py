@@ -25,6 +25,14 @@ class Progress:
     total_steps: int
 
 
+def validation_steps(steps_per_epoch: int, evaluations: int) -> list[int]:
+    """The steps within an epoch (1-based, ascending) after which the Trainer validates when a method asks for
+    `evaluations` passes an epoch: evenly spaced, the epoch's end always among them, at most one per step."""
+    evaluations = max(1, int(evaluations))
+    inner = {round(i * steps_per_epoch / evaluations) for i in range(1, evaluations)} - {0, steps_per_epoch}
+    return sorted(inner) + [steps_per_epoch]
+
+
 @dataclass
 class PrepareContext:
     """What a method may need before training: the training texts, labels, tokenizer and cache folders."""
@@ -48,7 +56,9 @@ class NoConfig:
 class Method(nn.Module):
     """Encoder + classifier head (dropout, Linear(d, N)); subclasses define `loss`.
 
-    Subclasses set `Config` to a frozen dataclass of their knobs (with documented defaults).
+    Subclasses set `Config` to a frozen dataclass of their knobs (with documented defaults). A Config with a
+    `variant` knob may name the knobs each variant implies in a class attribute `VARIANT_KNOBS` (see
+    `variant_knobs`); its field defaults are then those of its default variant.
     """
 
     Config: ClassVar[type] = NoConfig
@@ -75,6 +85,13 @@ class Method(nn.Module):
         """Class scores (B, N) used for prediction."""
         return self.head(self.encode(batch).pooled)
 
+    @classmethod
+    def run_head(cls, spec: Any, hidden_size: int, num_labels: int) -> nn.Module | None:
+        """The classifier head a finished run of this method (its RunSpec `spec`) trained, where it is not the
+        shared one (dropout, Linear): bench.running.evaluation rebuilds it to predict from the saved weights.
+        None: the shared head."""
+        return None
+
     def loss(self, batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
         """Named scalar losses for a training batch; their sum is optimised."""
         raise NotImplementedError
@@ -97,7 +114,24 @@ class Method(nn.Module):
         """JSON-serialisable method state stored with the run (e.g. a label-distance matrix)."""
         return {}
 
+    def row_fields(self) -> dict[str, Any]:
+        """Columns about how the method trained, put in every result row of the run (e.g. CLLD's update count);
+        asked at the end of training, before the best epoch's weights return."""
+        return {}
+
+    def training_warning(self) -> str:
+        """A line saying the method did not train as its name says (e.g. an adaptive matrix never adapted), or
+        "" when it did; asked with `row_fields`."""
+        return ""
+
     @classmethod
     def config_fields(cls) -> dict[str, Any]:
         """The method's knobs and their defaults (read from the Config dataclass without building it)."""
         return {f.name: f.default for f in dataclasses.fields(cls.Config)}
+
+    @classmethod
+    def variant_knobs(cls) -> dict[str, dict[str, Any]]:
+        """variant -> the knobs it implies: the Config's `VARIANT_KNOBS`, a plain class attribute holding a
+        literal dict (not a dataclass field, so that bench.catalog reads it from source); {} without one.
+        bench.spec.method_config applies them between the field defaults and the knobs a user sets."""
+        return {variant: dict(knobs) for variant, knobs in getattr(cls.Config, "VARIANT_KNOBS", {}).items()}

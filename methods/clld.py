@@ -19,7 +19,7 @@ import yaml
 from bench.results import store
 from bench.errors import BenchError
 from bench.registry import METHODS
-from bench.methods.base import Method, PrepareContext, Progress
+from bench.methods.base import Method, PrepareContext, Progress, validation_steps
 from bench.methods.losses import clld_loss
 from bench.methods.views import doubled, projection_head
 
@@ -201,19 +201,38 @@ class CLLDStatic(ContrastiveUniform):
 
 @dataclass(frozen=True)
 class AdaptiveConfig(CLConfig):
-    """Adaptive LDM (Algorithm 1): at every `update_every`-th validation of the run (`evals_per_epoch` per
-    epoch) in an epoch e > warmup_fraction * max epochs (e counted from 1), LDM <- LDM + eps (LDM' - LDM),
-    eps = 1 - step/total_steps, LDM'_ij = tau (1 + r_ij / max r) from the symmetric confusion rate r."""
+    """Adaptive LDM (Algorithm 1): after warm-up (step > warmup_fraction * total steps), at every k-th validation
+    of the run (`evals_per_epoch` per epoch, at most one per batch), LDM <- LDM + eps (LDM' - LDM),
+    eps = 1 - step/total_steps, LDM'_ij = tau (1 + r_ij / max r) from the symmetric confusion rate r.
+    k = `update_every` (Algorithm 1's 10), shortened where the run is short so that every epoch after warm-up
+    updates at least once and the run at least `min_updates` times (see `update_plan`)."""
 
     update_every: int = 10
     evals_per_epoch: int = 10
     warmup_fraction: float = 0.2
+    min_updates: int = 4
 
     def __post_init__(self) -> None:
         super().__post_init__()
         if self.update_every < 1 or self.evals_per_epoch < 1 or not 0 <= self.warmup_fraction < 1:
             raise BenchError("clld-adaptive: update_every and evals_per_epoch must be >= 1, "
                              "warmup_fraction in [0, 1)")
+        if self.min_updates < 0:
+            raise BenchError("clld-adaptive: min_updates must be >= 0")
+
+
+def update_plan(config: AdaptiveConfig, steps_per_epoch: int, epochs: int) -> list[int]:
+    """The steps (ascending) after whose validation clld-adaptive updates its LDM in a run of `epochs` epochs of
+    `steps_per_epoch` batches. Validations are numbered from the run's start; those after warm-up with eps > 0
+    (not the run's last step, where an update would change nothing) are eligible; every k-th validation among
+    all updates, k = min(update_every, validations per epoch, eligible // min_updates), at least 1."""
+    local = validation_steps(steps_per_epoch, config.evals_per_epoch)
+    steps = [epoch * steps_per_epoch + s for epoch in range(epochs) for s in local]
+    total = steps_per_epoch * epochs
+    eligible = [(number, step) for number, step in enumerate(steps, start=1)
+                if config.warmup_fraction * total < step < total]
+    every = min(config.update_every, len(local), max(1, len(eligible) // max(1, config.min_updates)))
+    return [step for number, step in eligible if number % every == 0]
 
 
 def target_ldm(confusion: np.ndarray, tau: float) -> np.ndarray:
@@ -237,19 +256,30 @@ class CLLDAdaptive(ContrastiveUniform):
     # 2: Algorithm 1 read literally (epoch index > n/5, every 10th validation counted from the start; with
     # 10 validations per epoch, updates at epoch ends). Version 1 waited n/5 epochs of training and counted
     # from there; the two agree when n is a multiple of 5, version 1 updated later otherwise.
-    version = 2
+    # 3: the schedule follows the run (`update_plan`): warm-up counted in steps (the same as version 2 when
+    # warmup_fraction x epochs is a whole number), k shortened so that short runs adapt (an epoch of 4 batches
+    # validated 4 times and updated every 10th validation: a 1-epoch run never adapted), no update at the last
+    # step (eps = 0). Long runs with 10 or more batches an epoch update as in version 2.
+    version = 3
 
     def __init__(self, encoder, num_labels, config=None, head_dropout=0.1):
         super().__init__(encoder, num_labels, config, head_dropout)
         self.evaluations_per_epoch = self.config.evals_per_epoch
         self.evaluations = 0
         self.history: list[dict[str, Any]] = []
+        self.plan: tuple[int, int, frozenset[int]] | None = None  # (total steps, epochs, update steps)
+
+    def planned(self, progress: Progress) -> frozenset[int]:
+        """The steps of this run's updates (`update_plan`), computed once per run shape."""
+        if self.plan is None or self.plan[:2] != (progress.total_steps, progress.max_epochs):
+            per_epoch = progress.total_steps // max(1, progress.max_epochs)
+            steps = frozenset(update_plan(self.config, per_epoch, progress.max_epochs))
+            self.plan = (progress.total_steps, progress.max_epochs, steps)
+        return self.plan[2]
 
     def on_eval(self, confusion: np.ndarray, progress: Progress) -> None:
         self.evaluations += 1  # every validation counts, as training_steps does in Algorithm 1
-        if progress.epoch <= self.config.warmup_fraction * progress.max_epochs:
-            return
-        if self.evaluations % self.config.update_every:
+        if progress.step not in self.planned(progress):
             return
         eps = 1 - progress.step / progress.total_steps
         current = self.ldm.double().cpu().numpy()
@@ -268,3 +298,18 @@ class CLLDAdaptive(ContrastiveUniform):
 
     def state_for_report(self) -> dict[str, Any]:
         return {"ldm": self.ldm.tolist(), "updates": self.history}
+
+    def row_fields(self) -> dict[str, Any]:
+        return {"ldm_updates": len(self.history)}
+
+    def training_warning(self) -> str:
+        return few_updates_warning(len(self.history))
+
+
+def few_updates_warning(updates: int) -> str:
+    """The warning for a clld-adaptive run with fewer than FEW_LDM_UPDATES label-distance updates ("" otherwise)."""
+    if updates >= store.FEW_LDM_UPDATES:
+        return ""
+    return (f"clld-adaptive made {updates} label-distance update(s) (fewer than {store.FEW_LDM_UPDATES}): it "
+            "trained nearly as `cl` (uniform distances); give it more steps (--epochs, a smaller --batch-size) or "
+            "a lower --set clld-adaptive.warmup_fraction")

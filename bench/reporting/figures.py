@@ -186,6 +186,19 @@ def ldm_start_note(run: RunInfo) -> str:
             f"diagonal (a class with itself, stays tau) masked")
 
 
+def ldm_update_note(run: RunInfo) -> str:
+    """`N label-distance updates` for a clld-adaptive run (with a warning when fewer than FEW_LDM_UPDATES: it
+    trained nearly as cl), "" for a run that stores no updates (clld-static, cl)."""
+    path = run.path / store.METHOD_STATE
+    count = store.ldm_update_count(store.read_json(path)) if path.is_file() else None
+    if count is None:
+        return ""
+    note = f"{count} label-distance update{'' if count == 1 else 's'}"
+    if count < store.FEW_LDM_UPDATES:
+        note += f" (fewer than {store.FEW_LDM_UPDATES}: it trained nearly as cl)"
+    return note
+
+
 def read_ldm_updates(run: RunInfo) -> list[dict[str, Any]]:
     """The run's stored LDM updates (step, epoch, eps, ldm), oldest first."""
     state = read_run_file(run, store.METHOD_STATE, "only clld methods store a label-distance matrix")

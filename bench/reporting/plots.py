@@ -25,9 +25,9 @@ from matplotlib.ticker import MaxNLocator
 
 from bench.errors import BenchError
 from bench.reporting.figures import (ANNOTATE_MAX, COLUMN_WIDTH, PAGE_WIDTH, Plot, RunInfo, class_names,
-                                     distinct_labels, draw_heatmap, heatmap_size, ldm_start_note, new_figure,
-                                     read_confusion, read_ldm, read_ldm_updates, read_tsne, run_info, short,
-                                     styled)
+                                     distinct_labels, draw_heatmap, heatmap_size, ldm_start_note, ldm_update_note,
+                                     new_figure, read_confusion, read_ldm, read_ldm_updates, read_tsne, run_info,
+                                     short, styled)
 from bench.reporting.collapsed import MARK
 from bench.reporting.plotdata import (FEW_SEEDS, FEW_SEEDS_WHY, PERCENT, curve_metrics, curve_records,
                                       is_fraction, metric_unit, select_rows, summary_frame)
@@ -63,7 +63,7 @@ def ldm_plot(run_dir: Path) -> Plot:
     vmin, vmax = off_diagonal_limits([matrix])
     draw_heatmap(ax, matrix, names, fmt=".1f", cmap="rocket_r", vmin=vmin, vmax=vmax,
                  mask=np.eye(len(matrix), dtype=bool), **LDM_AXES)
-    ax.set_title(f"{run.label} · {run.dataset}")
+    ax.set_title(" · ".join(filter(None, [run.label, run.dataset, ldm_update_note(run)])))
     figure.supxlabel(textwrap.fill(ldm_start_note(run), NOTE_CHARS), fontsize=7)  # constrained layout makes room
     return Plot(f"ldm_{run.key}", figure, matrix)
 
@@ -110,7 +110,8 @@ def ldm_evolution_plot(run_dir: Path, max_panels: int = MAX_PANELS) -> Plot:
     for ax in axes[len(chosen):]:
         ax.set_axis_off()
     figure.colorbar(axes[0].collections[0], ax=axes.tolist(), shrink=0.8, label=LDM_AXES["cbar_label"])
-    figure.suptitle(f"Label-distance matrix during training: {run.label} · {run.dataset}\n{ldm_start_note(run)}")
+    figure.suptitle(f"Label-distance matrix during training: {run.label} · {run.dataset} · {ldm_update_note(run)}\n"
+                    f"{ldm_start_note(run)}")
     return Plot(f"ldm-evolution_{run.key}", figure, chosen)
 
 

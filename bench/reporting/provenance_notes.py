@@ -1,6 +1,7 @@
 """Where a table's runs were built, as table notes: the runs made from a modified tree (a `git_commit` ending in
 `+dirty`), the git commits when a table's runs come from several, and the runs of a few-label or noisy-label
-regime that all trained on one fixed draw of their data ("one draw"). Every table `clbench report` prints or
+regime that all trained on one fixed draw of their data ("one draw"), and the clld-adaptive runs whose label
+distances barely adapted (fewer than 2 updates: "few LDM updates"). Every table `clbench report` prints or
 writes, the selection table and the HTML page (its tables and header) carry these notes; a table whose runs all
 name one clean commit (or none) carries none.
 
@@ -15,9 +16,11 @@ import pandas as pd
 from bench.reporting import tables
 from bench.reporting.collapsed import split_runs
 from bench.reporting.resultsview import as_text, first_few, short_value
+from bench.results.store import FEW_LDM_UPDATES
 
 COLUMN = "git_commit"
 DIRTY = "+dirty"
+UPDATES = "ldm_updates"  # clld-adaptive's label-distance update count (bench.methods.clld)
 
 
 def run_commits(rows: pd.DataFrame, frame: pd.DataFrame | None = None) -> dict[str, set[str]]:
@@ -64,7 +67,7 @@ def provenance_notes(rows: pd.DataFrame, frame: pd.DataFrame | None = None) -> l
     unknown = sorted(key for key, found in commits.items() if not found)
     if unknown and counts:
         notes.append(f"{len(unknown)} of {total} runs record no git commit: {first_few(unknown)}")
-    return notes + draw_notes(rows)
+    return notes + draw_notes(rows) + few_update_notes(rows)
 
 
 def fixed_draw_runs(rows: pd.DataFrame) -> tuple[list[str], int]:
@@ -88,6 +91,21 @@ def draw_notes(rows: pd.DataFrame) -> list[str]:
     return [f"one draw: {len(fixed)} of {total} runs in a few-label or noisy-label regime trained on one fixed draw "
             f"of their data (data_draw fixed, or made before draws varied): their results hold for that sample, "
             f"not for the regime (run with --data-draw per-seed): {first_few(fixed)}"]
+
+
+def few_update_notes(rows: pd.DataFrame) -> list[str]:
+    """A note naming the clld-adaptive runs (rows with `ldm_updates`) that made fewer than FEW_LDM_UPDATES
+    label-distance updates: they trained nearly as `cl`, with uniform distances."""
+    if rows.empty or not {"run_key", UPDATES} <= set(rows.columns):
+        return []
+    counts = pd.to_numeric(rows[UPDATES], errors="coerce")
+    keys = as_text(rows["run_key"])
+    adaptive = set(keys[counts.notna()])
+    few = sorted(set(keys[counts < FEW_LDM_UPDATES]))
+    if not few:
+        return []
+    return [f"few LDM updates: {len(few)} of {len(adaptive)} clld-adaptive runs made fewer than {FEW_LDM_UPDATES} "
+            f"label-distance updates, so they trained nearly as cl (uniform distances): {first_few(few)}"]
 
 
 def table_runs(name: str, frame: pd.DataFrame, include: bool = False, cells: pd.DataFrame | None = None

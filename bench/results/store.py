@@ -267,11 +267,27 @@ def settings_text(settings: dict[str, Any]) -> str:
     return json.dumps(settings, sort_keys=True, default=str)
 
 
+# A clld-adaptive run with fewer label-distance updates than this trained nearly as `cl` (uniform distances): the
+# shard warns (bench.methods.clld) and every table notes it (bench.reporting.provenance_notes).
+FEW_LDM_UPDATES = 2
+
+
+def ldm_update_count(state: dict[str, Any]) -> int | None:
+    """How many label-distance updates a clld-adaptive run made, from its method_state.json (`updates`); None for
+    a method that stores none. An update with eps = 0 (version 2 made one at the last step) changed nothing and is
+    not counted."""
+    if not isinstance(state, dict) or not isinstance(state.get("updates"), list):
+        return None
+    return sum(1 for u in state["updates"] if not isinstance(u, dict) or float(u.get("eps", 1.0)) > 0)
+
+
 def run_rows(run_dir: Path) -> list[dict[str, Any]]:
     """A finished run's rows: training/clean rows, then each stored evaluation's rows (file-name order), these
     with `eval_version`, the evaluator's version from the evaluation's stored settings, and `eval_settings`
-    (those settings as canonical JSON) where rows stored before it was written lack it."""
+    (those settings as canonical JSON) where rows stored before it was written lack it. A clld-adaptive run's
+    rows all carry `ldm_updates` (runs stored before the column get it from method_state.json)."""
     rows = list(read_json(run_dir / ROWS))
+    updates = ldm_update_count(read_json(run_dir / METHOD_STATE)) if (run_dir / METHOD_STATE).is_file() else None
     for evaluation in sorted((run_dir / EVALS).glob("*.json")):
         if not evaluation.name.endswith(".error.json"):
             stored = read_json(evaluation)
@@ -284,6 +300,8 @@ def run_rows(run_dir: Path) -> list[dict[str, Any]]:
                 if settings.get("version") is not None:
                     row["eval_version"] = settings["version"]
                 rows.append(row)
+    if updates is not None:
+        rows = [{**row, "ldm_updates": row.get("ldm_updates", updates)} for row in rows]
     return rows
 
 

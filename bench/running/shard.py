@@ -301,6 +301,7 @@ def train_and_evaluate(spec: RunSpec, data: TextData, run_dir: Path, device_name
             "compiled": compiled, "length_bucket": bucket,  # speed settings: not in the run key, recorded here
             "deterministic": int(deterministic),  # 1: deterministic kernels (a CPU, or --deterministic)
             "texts_cut": sum(data.texts_cut.values()),  # texts longer than max_length tokens, cut (bench.data.bounds)
+            **fit.method_fields,  # how the method trained (Method.row_fields, e.g. clld-adaptive's ldm_updates)
             **provenance(device), "finished_at": datetime.now(timezone.utc).isoformat()}
     rows = [{**base, "split": "test", **record, **meta}
             for record in classification_records(data.test.labels, predicted, names)]
@@ -308,9 +309,9 @@ def train_and_evaluate(spec: RunSpec, data: TextData, run_dir: Path, device_name
                  "value": fit.best_val_accuracy, "n": len(data.validation), **meta})
     if request.save_model and "pt" in request.save_format:
         save_model(method, run_dir / MODEL_FILE)
-    warning = collapsed
+    warning = "; ".join(filter(None, [collapsed, fit.method_warning]))
     if request.save_model and "hf" in request.save_format:  # one that cannot be exported: a warning, results stand
-        warning = "; ".join(filter(None, [collapsed, save_hf_in_run(method, bundle, data, spec, run_dir)]))
+        warning = "; ".join(filter(None, [warning, save_hf_in_run(method, bundle, data, spec, run_dir)]))
     store.write_json(run_dir / store.ROWS, rows)
     if tracker:
         tracker.log_final(rows)

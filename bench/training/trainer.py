@@ -26,7 +26,7 @@ from bench.spec import TrainConfig
 from bench.results import stopping
 from bench.results.store import atomic_torch_save
 from bench.training.tracking import Tracker
-from bench.methods.base import Method, Progress
+from bench.methods.base import Method, Progress, validation_steps
 
 log = logging.getLogger(__name__)
 LOG_EVERY = 50  # steps between reads of the loss on the host (the only host synchronisation in training)
@@ -134,6 +134,8 @@ class FitResult:
     resumed_from_epoch: int = 0
     stopped_early: bool = False
     method_state: dict[str, Any] = field(default_factory=dict)
+    method_fields: dict[str, Any] = field(default_factory=dict)  # Method.row_fields: columns of every row
+    method_warning: str = ""  # Method.training_warning
 
 
 class Trainer:
@@ -248,10 +250,12 @@ class Trainer:
                 stopping.check()  # the safe point a checkpoint would have given
 
         method_state = self.method.state_for_report()  # as trained to the end, before the best weights return
+        method_fields, method_warning = self.method.row_fields(), self.method.training_warning()
         if state["best_state"] is not None:
             self.method.load_state_dict(state["best_state"])
         return FitResult(state["history"], state["best_epoch"], state["best_accuracy"], resumed_from,
-                         stopped_early=state["epoch"] < cfg.epochs, method_state=method_state)
+                         stopped_early=state["epoch"] < cfg.epochs, method_state=method_state,
+                         method_fields=method_fields, method_warning=method_warning)
 
     def train_epoch(self, train: Encoded, epoch: int, optimizer: torch.optim.Optimizer,
                     scheduler: Any, state: dict[str, Any], total_steps: int,
@@ -266,7 +270,7 @@ class Trainer:
         rng = np.random.default_rng([self.seed, epoch])
         batches = length_grouped_batches(train.lengths, self.cfg.batch_size, rng)
         evals = max(1, int(getattr(self.method, "evaluations_per_epoch", 1))) if val is not None else 1
-        eval_steps = {round(i * len(batches) / evals) for i in range(1, evals)} - {0, len(batches)}
+        eval_steps = set(validation_steps(len(batches), evals)[:-1])  # the epoch's end: `fit` validates then
         sums: dict[str, torch.Tensor] = {}
         seen, started = 0, time.perf_counter()
         bar = tqdm(batches, desc=f"{self.desc} epoch {epoch + 1}/{self.cfg.epochs}", disable=not self.progress,
