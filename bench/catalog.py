@@ -9,7 +9,9 @@ This module parses those files with `ast` instead and collects every registratio
   over a literal (or a module-level name bound to one), e.g. bench.encoders.models' tiny models;
 - for methods, the knobs and defaults of the class assigned as `Config = SomeConfig` in the registered class
   or, failing that, in its base classes: the dataclass fields of that class and of its dataclass bases
-  (`StaticConfig(CLConfig)`), across the `methods` modules. `NoConfig` (no fields) means no knobs.
+  (`StaticConfig(CLConfig)`), across the `methods` modules. `NoConfig` (no fields) means no knobs. Also the
+  knobs each variant implies: the Config's `VARIANT_KNOBS = {...}` class attribute (a literal; a subclass's
+  replaces its bases'), as `Method.variant_knobs()` gives them.
 
 Anything it cannot read for certain (a name that is not a literal, a default that is not a literal, a
 registration it did not account for, a Config base defined elsewhere) raises CatalogError, and `registry()`
@@ -56,10 +58,15 @@ class Entry:
     path: str
     knobs: tuple[tuple[str, Any], ...] = ()
     config: tuple[str, str] | None = None  # methods: (module, class) of the Config dataclass
+    variants: tuple[tuple[str, tuple[tuple[str, Any], ...]], ...] = ()  # methods: the Config's VARIANT_KNOBS
 
     def config_fields(self) -> dict[str, Any]:
         """The knobs and their defaults, as `Method.config_fields()` gives them."""
         return dict(self.knobs)
+
+    def variant_knobs(self) -> dict[str, dict[str, Any]]:
+        """variant -> the knobs it implies, as `Method.variant_knobs()` gives them."""
+        return {variant: dict(knobs) for variant, knobs in self.variants}
 
     @property
     def Config(self) -> type:  # noqa: N802  (named as Method.Config, which it stands in for)
@@ -101,7 +108,8 @@ def parse(kind: str) -> tuple[Entry, ...]:
         found = registrations(tree, KINDS[kind], str(path))
         if kind == "method":
             found = [dataclasses.replace(e, knobs=tuple(method_knobs(modules, module, e.target).items()),
-                                         config=find_config(modules, module, e.target, set()))
+                                         config=find_config(modules, module, e.target, set()),
+                                         variants=method_variants(modules, module, e.target))
                      for e in found]
         entries.extend(found)
     return tuple(entries)
@@ -223,6 +231,17 @@ def method_knobs(modules: dict[str, tuple[Path, ast.Module]], module: str, cls: 
     return dataclass_fields(modules, *config, set())
 
 
+def method_variants(modules: dict[str, tuple[Path, ast.Module]], module: str,
+                    cls: str) -> tuple[tuple[str, tuple[tuple[str, Any], ...]], ...]:
+    """The `VARIANT_KNOBS` literal of the Config of class `cls` in `module` (variant -> implied knobs)."""
+    config = find_config(modules, module, cls, set())
+    found = class_attribute(modules, *config, "VARIANT_KNOBS", set()) if config is not None else None
+    table = literal(found[1], {}, str(modules[found[0]][0])) if found is not None else {}
+    if not isinstance(table, dict) or not all(isinstance(knobs, dict) for knobs in table.values()):
+        raise CatalogError(f"{module}.{cls}: VARIANT_KNOBS is not a dict of variant -> dict of knobs")
+    return tuple((variant, tuple(knobs.items())) for variant, knobs in table.items())
+
+
 def class_def(modules: dict[str, tuple[Path, ast.Module]], module: str, name: str) -> tuple[str, ast.ClassDef]:
     """(module, class definition) that the name `name` means in `module`: a class defined there, or one
     imported from another module of the package (`from bench.methods.base import Method`, relative too)."""
@@ -251,21 +270,29 @@ def base_name(node: ast.expr, module: str) -> str:
 def find_config(modules: dict[str, tuple[Path, ast.Module]], module: str, cls: str,
                 visiting: set[tuple[str, str]]) -> tuple[str, str] | None:
     """(module, name) of the class assigned to `Config` in class `cls` or, first found, in its bases."""
+    found = class_attribute(modules, module, cls, "Config", visiting)
+    if found is None:
+        return None
+    if not isinstance(found[1], ast.Name):
+        raise CatalogError(f"{module}.{cls}: Config is not a plain class name")
+    where, config = class_def(modules, found[0], found[1].id)
+    return where, config.name
+
+
+def class_attribute(modules: dict[str, tuple[Path, ast.Module]], module: str, cls: str, name: str,
+                    visiting: set[tuple[str, str]]) -> tuple[str, ast.expr] | None:
+    """(module, value) of `name = value` in class `cls` or, first found, in its bases; None where none has it."""
     module, node = class_def(modules, module, cls)
     if (module, node.name) in visiting:
         raise CatalogError(f"{module}.{cls}: circular bases")
-    visiting = visiting | {(module, node.name)}
     for statement in node.body:
         target, value = assignment(statement)
-        if target == "Config":
-            if not isinstance(value, ast.Name):
-                raise CatalogError(f"{module}.{cls}: Config is not a plain class name")
-            found, config = class_def(modules, module, value.id)
-            return found, config.name
-    for base in node.bases:
-        config = find_config(modules, module, base_name(base, module), visiting)
-        if config is not None:
-            return config
+        if target == name and value is not None:
+            return module, value
+    for base in (b for b in node.bases if base_name(b, module) != "object"):
+        found = class_attribute(modules, module, base_name(base, module), name, visiting | {(module, node.name)})
+        if found is not None:
+            return found
     return None
 
 

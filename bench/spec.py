@@ -200,7 +200,9 @@ class RunSpec:
 
     def changed_settings(self, method_defaults: dict[str, Any]) -> dict[str, Any]:
         """The knobs (as `method.knob`) and training settings of this run that differ from the method's defaults
-        (`method_defaults`) and TrainConfig's; the data regime is left out (it is not a knob)."""
+        (`method_defaults`; pass `knob_defaults(entry, spec.variant or None)`, so that a knob the run's variant
+        implies is not reported as changed: only the variant is) and TrainConfig's; the data regime is left out
+        (it is not a knob)."""
         changed = {f"{self.method}.{k}": v for k, v in self.method_config
                    if k in method_defaults and freeze(method_defaults[k]) != v}
         defaults = TrainConfig()
@@ -260,11 +262,28 @@ def freeze(value: Any) -> Any:
     return value
 
 
+def variant_knobs(entry: Any) -> dict[str, dict[str, Any]]:
+    """variant -> the knobs it implies, from the `VARIANT_KNOBS` class attribute of a method's Config (a literal
+    dict, not a dataclass field); {} for a method without one. `entry`: a Method class or a bench.catalog Entry."""
+    reader = getattr(entry, "variant_knobs", None)
+    return {variant: dict(implied) for variant, implied in reader().items()} if reader is not None else {}
+
+
+def knob_defaults(entry: Any, variant: str | None = None) -> dict[str, Any]:
+    """A method's knobs at their defaults for `variant` (None: the Config's own default variant): the Config's
+    field defaults, then the knobs that variant implies (`variant_knobs`)."""
+    defaults = dict(entry.config_fields())
+    chosen = defaults.get("variant") if variant is None else variant
+    return {**defaults, **variant_knobs(entry).get(chosen, {})}
+
+
 def method_config(method: str, knobs: dict[str, Any], methods: Registry | None = None
                   ) -> tuple[tuple[str, Any], ...]:
-    """A method's full knob set (defaults overridden by `knobs`), ready for a RunSpec; `methods`: the registry
-    to look the method up in (default: the real one; bench.catalog's needs no torch)."""
+    """A method's full knob set, ready for a RunSpec: the Config's field defaults, then the knobs implied by the
+    chosen variant (`knobs["variant"]`, else the default one: `knob_defaults`), then `knobs` (an explicit
+    --set always wins). `methods`: the registry to look the method up in (default: the real one;
+    bench.catalog's needs no torch)."""
     entry = (METHODS if methods is None else methods).get(method)
-    values = {**entry.config_fields(), **knobs}
+    values = {**knob_defaults(entry, knobs.get("variant")), **knobs}
     entry.Config(**values)  # let the method's own checks run now, before any shard starts
     return tuple(sorted((k, freeze(v)) for k, v in values.items()))

@@ -20,9 +20,9 @@ from bench.methods.views import SecondView
 @dataclass(frozen=True)
 class DCLConfig:
     """variant: released (the authors' PowerNorm: rows scaled by their RMS first, a cumulative-mean warm-up of the
-    running statistic) or paper (the earlier form; docs/METHODS.md "dcl"); momentum: EMA rate of the target
-    network; lambda_: L = CE + λ L_align; views: synonym (WordNet, at syn_rate) or dropout (the same text
-    twice); hidden/out: projector and predictor widths (Linear-PowerNorm-ReLU-Linear); powernorm_alpha /
+    running statistic, their approximate backward) or paper (the earlier form; docs/METHODS.md "dcl"); momentum:
+    EMA rate of the target network; lambda_: L = CE + λ L_align; views: synonym (WordNet, at syn_rate) or dropout
+    (the same text twice); hidden/out: projector and predictor widths (Linear-PowerNorm-ReLU-Linear); powernorm_alpha /
     powernorm_warmup: PowerNorm's running-statistic rate and the steps during which it normalises with the batch
     statistic."""
 
@@ -60,7 +60,11 @@ class DCL(SecondView, Method):
     """CE + symmetric alignment loss against a separate EMA target network (stop-gradient)."""
 
     Config = DCLConfig
-    version = 2  # 2: the `variant` knob (the released PowerNorm by default)
+    # 2: the `variant` knob (the released PowerNorm by default).
+    # 3: `released` PowerNorm also takes the released backward (zxlzr/DCL PowerFunction.backward, commit 8fc953e):
+    #    the approximate gradient with its accumulated statistic ema_gz, instead of plain autograd. `paper` is
+    #    unchanged.
+    version = 3
 
     def __init__(self, encoder, num_labels, config=None, head_dropout=0.1):
         super().__init__(encoder, num_labels, config, head_dropout)

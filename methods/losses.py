@@ -106,13 +106,18 @@ def clld_loss(h: Tensor, labels: Tensor, ldm: Tensor) -> Tensor:
 
 
 @_in_float32
-def supcon_loss(h: Tensor, labels: Tensor, tau: float = 0.3) -> Tensor:
+def supcon_loss(h: Tensor, labels: Tensor, tau: float = 0.3, mean_over: str = "positive") -> Tensor:
     """Supervised contrastive loss SCL of Gunel et al. / Khosla et al. (docs/METHODS.md "supcon").
 
     With h L2-normalised and s = h h^T / tau: SCL_i = -(1/|P(i)|) sum_{p in P(i)} (s_ip - logsumexp_{k != i}
-    s_ik), P(i) = the other rows carrying y_i. Returns the mean of SCL_i over anchors with |P(i)| > 0
-    (anchors without a positive are left out, not counted as 0), or 0 when no anchor has a positive.
+    s_ik), P(i) = the other rows carrying y_i. `mean_over`:
+    - "positive": the mean of SCL_i over the anchors A with |P(i)| > 0 (anchors without a positive are left
+      out, not counted as 0), or 0 when no anchor has a positive;
+    - "all": the mean over all R anchors, an anchor without a positive contributing 0 (SupContrast's
+      SupConLoss since commit 72fd989, "fix: nan loss values"): |A| / R times the "positive" value.
     """
+    if mean_over not in ("positive", "all"):
+        raise ValueError(f"mean_over is positive or all, got {mean_over!r}")
     _check_rows(h, labels)
     h = F.normalize(h.float(), dim=1)
     labels = labels.long().to(h.device)
@@ -122,6 +127,8 @@ def supcon_loss(h: Tensor, labels: Tensor, tau: float = 0.3) -> Tensor:
     log_p = s - log_denominator
     count = positive.sum(dim=1)
     mean_log_p = torch.where(positive, log_p, torch.zeros_like(log_p)).sum(dim=1) / count.clamp_min(1)
+    if mean_over == "all":  # mean_log_p is exactly 0 for an anchor without a positive
+        return -mean_log_p.sum() / mean_log_p.shape[0]
     return _mean_over_anchors(-mean_log_p, count > 0)
 
 
@@ -231,28 +238,57 @@ def alignment_loss(p: Tensor, z: Tensor) -> Tensor:
     return (2.0 - 2.0 * (p * z).sum(dim=1)).mean()
 
 
+class _ReleasedPowerFunction(torch.autograd.Function):
+    """z = x / sqrt(scale + eps), with the approximate backward of zxlzr/DCL `PowerFunction.backward` (commit
+    8fc953e, Shen et al.'s PowerNorm): with g = dL/dz, g' = g - (1 - alpha_bkw) ema_gz z, then
+    ema_gz += mean_rows(g' z) (in place, no decay factor of its own) and dL/dx = g' / sqrt(psi2_b + eps), psi2_b
+    the batch statistic of this pass even where the forward divided by the running one. `scale`, `psi2_b` and
+    `ema_gz` get no gradient. `ema_gz` is read when the backward runs, not when the forward ran. The backward runs
+    when `x` requires a gradient (in dcl always: it is a Linear layer's output)."""
+
+    @staticmethod
+    def forward(ctx, x: Tensor, scale: Tensor, batch_psi2: Tensor, ema_gz: Tensor, alpha_backward: float,
+                eps: float) -> Tensor:
+        z = x / torch.sqrt(scale + eps)
+        ctx.save_for_backward(z, batch_psi2)
+        ctx.ema_gz = ema_gz  # a buffer mutated by the backward: held by reference, not saved (version checks)
+        ctx.alpha_backward = alpha_backward
+        ctx.eps = eps
+        return z
+
+    @staticmethod
+    def backward(ctx, grad_z: Tensor):
+        z, batch_psi2 = ctx.saved_tensors
+        ema_gz = ctx.ema_gz
+        approx = grad_z - (1.0 - ctx.alpha_backward) * ema_gz.to(grad_z.dtype) * z
+        ema_gz.add_((approx * z).mean(dim=0).to(ema_gz.dtype))
+        return approx / torch.sqrt(batch_psi2 + ctx.eps), None, None, None, None, None
+
+
 class PowerNorm(nn.Module):
     """Power normalisation of Shen et al. 2020 for (B, F) inputs, in two variants (docs/METHODS.md "dcl").
 
     Both: no centring; x_hat = x / sqrt(psi2 + eps) per feature, then gamma * x_hat + beta, where in training the
     batch quadratic mean psi2_b = mean_batch(x^2) is used for the first `warmup_steps` forwards and the running
     statistic (as it stood before this step's update) afterwards; eval always uses the running statistic and
-    updates nothing. Plain autograd replaces the paper's approximate backward. Computed in float32.
+    updates nothing. Computed in float32.
 
-    - `released` (zxlzr/DCL `MaskPowerNorm` with one group): each row is first divided by its root mean square
-      over the features (GroupScaling1D, eps 1e-5); during warm-up (steps 1..warmup_steps - 1) the running
-      statistic first becomes the cumulative mean of the batch statistics, then every step takes the moving
-      average running <- alpha running + (1 - alpha) psi2_b.
-    - `paper`: no row scaling; only the moving average.
+    - `released` (zxlzr/DCL `MaskPowerNorm` with one group, commit 8fc953e): each row is first divided by its root
+      mean square over the features (GroupScaling1D, eps 1e-5); during warm-up (steps 1..warmup_steps - 1) the
+      running statistic first becomes the cumulative mean of the batch statistics, then every step takes the
+      moving average running <- alpha running + (1 - alpha) psi2_b. The backward is the released approximation
+      (`_ReleasedPowerFunction`, alpha_backward 0.9) with its accumulated statistic in the buffer `ema_gz`.
+    - `paper`: no row scaling; only the moving average; plain autograd (through psi2_b during the warm-up).
     """
 
     def __init__(self, num_features: int, alpha: float = 0.9, warmup_steps: int = 1000, eps: float = 1e-5,
-                 variant: str = "released"):
+                 variant: str = "released", alpha_backward: float = 0.9):
         super().__init__()
         if variant not in ("released", "paper"):
             raise ValueError(f"PowerNorm variant is released or paper, got {variant!r}")
         self.num_features = num_features
         self.alpha = alpha
+        self.alpha_backward = alpha_backward  # MaskPowerNorm's alpha_bkw (0.9; the released MLPHead keeps it)
         self.warmup_steps = warmup_steps
         self.eps = eps
         self.variant = variant
@@ -260,6 +296,8 @@ class PowerNorm(nn.Module):
         self.bias = nn.Parameter(torch.zeros(num_features))
         self.register_buffer("running_psi2", torch.ones(num_features))
         self.register_buffer("steps", torch.zeros((), dtype=torch.long))
+        if variant == "released":  # the backward's accumulated statistic (MaskPowerNorm's ema_gz), from 0
+            self.register_buffer("ema_gz", torch.zeros(num_features))
 
     def forward(self, x: Tensor) -> Tensor:
         if x.dim() != 2 or x.shape[1] != self.num_features:
@@ -273,6 +311,11 @@ class PowerNorm(nn.Module):
             psi2 = x32.pow(2).mean(dim=0)
             step = self.steps + 1  # this forward's number, 1-based (tensors: no host sync on an accelerator)
             scale = torch.where(step <= self.warmup_steps, psi2, running.clone())
+            if self.variant == "released":  # the released approximate backward; no gradient through psi2
+                x_hat = _ReleasedPowerFunction.apply(x32, scale.detach(), psi2.detach(), self.ema_gz,
+                                                     self.alpha_backward, self.eps)
+            else:
+                x_hat = x32 / torch.sqrt(scale + self.eps)
             with torch.no_grad():
                 statistic = running
                 if self.variant == "released":
@@ -281,14 +324,14 @@ class PowerNorm(nn.Module):
                 self.running_psi2.copy_(self.alpha * statistic + (1.0 - self.alpha) * psi2.detach())
                 self.steps.add_(1)
         else:
-            scale = running
-        x_hat = x32 / torch.sqrt(scale + self.eps)
+            x_hat = x32 / torch.sqrt(running + self.eps)
         out = self.weight.float() * x_hat + self.bias.float()
         return out.to(dtype)
 
     def extra_repr(self) -> str:
         return (f"{self.num_features}, alpha={self.alpha}, warmup_steps={self.warmup_steps}, eps={self.eps}, "
-                f"variant={self.variant}")
+                f"variant={self.variant}"
+                + (f", alpha_backward={self.alpha_backward}" if self.variant == "released" else ""))
 
 
 @torch.no_grad()

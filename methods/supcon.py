@@ -19,10 +19,11 @@ SUPCONTRAST_BASE_TEMPERATURE = 0.07  # HobbitLong/SupContrast losses.py SupConLo
 
 @dataclass(frozen=True)
 class SupConConfig:
-    """variant: paper (Gunel et al.'s SCL, the default) or released (SupContrast's loss, scaled by tau /
-    base_temperature 0.07); tau: temperature; lambda_: SCL weight, L = (1-λ) CE + λ SCL; views: 1 (Gunel,
-    in-batch positives only) or 2 (Khosla, a dropout twin per example); projection: none | linear | mlp on the
-    [CLS] vector."""
+    """variant: paper (Gunel et al.'s SCL, the default: the mean over anchors with a positive) or released
+    (SupContrast's loss at commit 66a8fe5: the mean over all anchors, an anchor without a positive counting 0,
+    scaled by tau / base_temperature 0.07); tau: temperature; lambda_: SCL weight, L = (1-λ) CE + λ SCL;
+    views: 1 (Gunel, in-batch positives only) or 2 (Khosla, a dropout twin per example); projection: none |
+    linear | mlp on the [CLS] vector."""
 
     variant: str = "paper"
     tau: float = 0.3
@@ -41,10 +42,15 @@ class SupConConfig:
 
 @METHODS.register("supcon")
 class SupCon(Method):
-    """CE + supervised contrastive loss on L2-normalised sentence vectors (anchors without positives skipped)."""
+    """CE + supervised contrastive loss on L2-normalised sentence vectors (anchors without positives skipped
+    under `paper`, counted as 0 under `released`)."""
 
     Config = SupConConfig
-    version = 2  # 2: the `variant` knob (paper by default: the objective is unchanged)
+    # 2: the `variant` knob (paper by default: the objective is unchanged).
+    # 3: `released` follows SupContrast's fixed loss (commit 72fd989): an anchor without a positive adds 0 and
+    #    counts in the mean over all anchors, so with a singleton class in the batch the term is |A|/R of version
+    #    2's (which averaged over the anchors with a positive only). `paper` is unchanged.
+    version = 3
 
     def __init__(self, encoder, num_labels, config=None, head_dropout=0.1):
         super().__init__(encoder, num_labels, config, head_dropout)
@@ -55,8 +61,10 @@ class SupCon(Method):
         rows = doubled(batch) if self.config.views == 2 else batch
         pooled = self.encode(rows).pooled
         ce = F.cross_entropy(self.head(pooled[:m]).float(), batch["labels"])
-        scl = supcon_loss(self.projection(pooled), rows["labels"], self.config.tau)
-        if self.config.variant == "released":  # SupContrast: loss = -(temperature / base_temperature) * ...
+        released = self.config.variant == "released"
+        scl = supcon_loss(self.projection(pooled), rows["labels"], self.config.tau,
+                          mean_over="all" if released else "positive")
+        if released:  # SupContrast: loss = -(temperature / base_temperature) * ...
             scl = scl * (self.config.tau / SUPCONTRAST_BASE_TEMPERATURE)
         lam = self.config.lambda_
         return {"ce": (1 - lam) * ce, "supcon": lam * scl}

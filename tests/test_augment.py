@@ -359,3 +359,89 @@ def test_views_record_their_candidate_words_and_keep_them_in_the_cache(kind, tmp
     assert len(list(tmp_path.glob(f"{kind}-*.jsonl.gz"))) == 2
     with pytest.raises(ValueError, match="quota must be one of"):
         augment_texts(TEXTS, kind, 0.5, seed=0, quota="half")
+
+
+# ---------------------------------------------------------------- CLINE's released antonym draw (antonym_share)
+
+# "good" has antonyms in WordNet (bad ...); "film" has none. The training vocabulary is {film, good}, so a
+# random-word view swaps the two words, and a view that tried antonyms holds an antonym of "good" only.
+GOOD_FILM = ["the good film ."] * 200
+
+
+def reference_tries(seed: int, count: int, share: float) -> list[bool]:
+    """The released ANTONYM_RATIO test per text, brute force: a uniform draw of the text's own share stream,
+    entropy (seed, index, 1 = `ant`, 1 = the share stream), below the share."""
+    return [bool(np.random.default_rng([seed, i, 1, 1]).random() < share) for i in range(count)]
+
+
+def tried_antonyms(view: Augmented, wn) -> bool:
+    """What the view shows: antonyms only (one word, an antonym of `good`: the quota is 2, and no random word
+    tops it up), or the random-word view (both words swapped, the quota filled)."""
+    if view.tokens[2] == "film":
+        assert view.replaced == (False, True, False, False) and view.tokens[1] in antonyms_in_wordnet(wn, "good", "ADJ")
+        return True
+    assert view.tokens == ("the", "film", "good", ".") and view.replaced == (False, True, True, False), view
+    return False
+
+
+def test_the_released_antonym_draw_tries_antonyms_for_a_seeded_share_of_the_texts(wn):
+    views = augment_texts(GOOD_FILM, "ant", 0.5, seed=0, quota="tokens", antonym_share=0.5)
+    tries = [tried_antonyms(view, wn) for view in views]
+    assert tries == reference_tries(0, len(GOOD_FILM), 0.5) == [augment.tries_antonyms(0, i, 0.5)
+                                                               for i in range(len(GOOD_FILM))]
+    assert sum(tries) == 109  # about half: this seed's exact draw
+    again = augment_texts(GOOD_FILM, "ant", 0.5, seed=0, quota="tokens", antonym_share=0.5)
+    assert [tried_antonyms(v, wn) for v in again] == tries  # the same seed, the same split
+    other = [tried_antonyms(v, wn) for v in augment_texts(GOOD_FILM, "ant", 0.5, seed=1, quota="tokens",
+                                                            antonym_share=0.5)]
+    assert other == reference_tries(1, len(GOOD_FILM), 0.5) and other != tries and sum(other) == 102
+    # a text's draw depends on the seed and its index only, not on the other texts
+    assert augment_texts(GOOD_FILM[:37], "ant", 0.5, seed=0, quota="tokens", antonym_share=0.5) == views[:37]
+    for share, expected in ((1.0, True), (0.0, False)):
+        assert {tried_antonyms(v, wn) for v in augment_texts(GOOD_FILM[:20], "ant", 0.5, 0, quota="tokens",
+                                                             antonym_share=share)} == {expected}
+
+
+def test_a_text_without_antonyms_gets_the_random_word_view_even_when_it_tries(wn):
+    texts = ["the movie and the story ."] * 10 + ["a good film ."]
+    vocabulary = set(training_vocabulary(texts))
+    tokens = texts[0].split()
+    assert replacement_count(0.5, len(tagging.content_positions(pos_tags(tokens))), len(tokens), "tokens") == 2
+    for view in augment_texts(texts, "ant", 0.5, seed=0, quota="tokens", antonym_share=1.0)[:10]:
+        assert sum(view.replaced) == 2  # the quota filled, by vocabulary words
+        assert all(view.tokens[i] in vocabulary and view.tokens[i] != tokens[i] for i in changed(texts[0], view))
+
+
+def test_the_paper_antonym_view_is_unchanged_antonyms_wherever_wordnet_has_one(wn):
+    """antonym_share None (`variant: paper`, dcl): word by word, an antonym where WordNet has one, else a
+    vocabulary word, so one view mixes both; and its cache is kept apart from the released draw's."""
+    views = augment_texts(GOOD_FILM[:20], "ant", 0.5, seed=0, quota="tokens")
+    for view in views:  # an antonym of good, and film by the other vocabulary word
+        assert view.tokens[1] in antonyms_in_wordnet(wn, "good", "ADJ") and view.tokens[2] == "good"
+    assert views == [antonym_view(text, 0.5, augment.text_rng(0, i, "ant"), ["film", "good"], "tokens")
+                     for i, text in enumerate(GOOD_FILM[:20])]
+
+
+def test_the_released_draw_is_cached_apart_and_checked(wn, tmp_path):
+    released = augment_texts(GOOD_FILM[:20], "ant", 0.5, 0, cache_dir=tmp_path, quota="tokens", antonym_share=0.5)
+    paper = augment_texts(GOOD_FILM[:20], "ant", 0.5, 0, cache_dir=tmp_path, quota="tokens")
+    assert released != paper and len(list(tmp_path.glob("ant-*.jsonl.gz"))) == 2
+    assert augment_texts(GOOD_FILM[:20], "ant", 0.5, 0, cache_dir=tmp_path, quota="tokens",
+                         antonym_share=0.5) == released
+    augment_texts(GOOD_FILM[:20], "ant", 0.5, 0, cache_dir=tmp_path, quota="tokens", antonym_share=0.25)
+    assert len(list(tmp_path.glob("ant-*.jsonl.gz"))) == 3  # each share its own views
+    for kind, share in (("syn", 0.5), ("ant", 1.5), ("ant", -0.1)):
+        with pytest.raises(ValueError, match="antonym_share"):
+            augment_texts(["a good film"], kind, 0.5, 0, antonym_share=share)
+
+
+def test_the_tokens_quota_counts_whitespace_words_punctuation_attached(wn):
+    """docs/METHODS.md, cline: 7 whitespace words, 4 content words: int(0.5 x 7) = 3 replaced; the released
+    code counts 9 spaCy tokens (the comma and the full stop are tokens) and replaces int(4.5) = 4."""
+    text = "The plot is thin, the dialogue clumsy."
+    tokens = text.split()
+    assert len(tokens) == 7 and len(tagging.content_positions(pos_tags(tokens))) == 4
+    assert replacement_count(0.5, 4, n_tokens=7, quota="tokens") == 3
+    assert replacement_count(0.5, 4, n_tokens=9, quota="tokens") == 4
+    for seed in range(3):
+        assert sum(augment_texts([text], "syn", 0.5, seed, quota="tokens")[0].replaced) == 3

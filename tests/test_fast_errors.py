@@ -51,6 +51,36 @@ def test_catalog_holds_every_methods_knobs_and_defaults():
     assert entries["ce"].config_fields() == {}  # NoConfig, inherited from Method
 
 
+def test_catalog_holds_every_methods_variant_knobs():
+    """VARIANT_KNOBS, read from source, is the real Config's; each names real knobs, and the field defaults are
+    those of the default variant (so `config_fields()` tells the defaults a plain run resolves to)."""
+    entries = {e.name: e for e in catalog.parse("method")}
+    for name, (cls, _) in real_registry("method").items():
+        real = cls.variant_knobs()
+        assert entries[name].variant_knobs() == real, name
+        fields = cls.config_fields()
+        for variant, implied in real.items():
+            assert set(implied) <= set(fields) - {"variant"}, (name, variant)
+        if real:
+            assert {k: fields[k] for k in real[fields["variant"]]} == real[fields["variant"]], name
+    assert entries["cline"].variant_knobs() == {"released": {"sentence_loss": "bce", "weights": "learned"},
+                                                "paper": {"sentence_loss": "eq6", "weights": "fixed"}}
+
+
+@pytest.mark.parametrize("knobs", [{}, {"variant": "paper"}, {"variant": "paper", "weights": "learned"},
+                                   {"variant": "released", "sentence_loss": "eq6"}, {"lambda_cts": 0.5}])
+def test_method_config_from_the_catalog_is_the_real_registrys(knobs):
+    """The knob set a run is keyed by, variant implications included, is the same read from source or imported."""
+    import bench.methods  # noqa: F401
+    from bench.registry import METHODS
+    from bench.spec import method_config
+
+    entries = {e.name: e for e in catalog.parse("method")}
+    light = catalog.Registry(METHODS.kind)
+    light.add("cline", entries["cline"])
+    assert method_config("cline", knobs, light) == method_config("cline", knobs, METHODS)
+
+
 def test_registry_is_the_real_one_once_imported():
     import bench.methods  # noqa: F401
 
@@ -173,7 +203,7 @@ def light_cases(tmp_path: Path) -> dict[str, tuple[list[str], str]]:
                                                     "runtime-test, supcon"),
         "unknown-knob": (["--set", "clld.tauu=3"], "method 'clld-adaptive' has no setting 'tauu'; its settings: "
                                                    "tau, ce_weight, projection, update_every, evals_per_epoch, "
-                                                   "warmup_fraction"),
+                                                   "warmup_fraction, min_updates"),
         "knob-of-a-runtime-method": (["--set", "runtime-test.j=1"], "method 'runtime-test' has no setting 'j'; its "
                                                                     "settings: k"),
         "knob-value-out-of-range": (["--methods", "clld", "--set", "clld.tau=-1"], "tau must be > 0"),

@@ -564,7 +564,9 @@ def test_powernorm_initial_state_and_shape():
     assert torch.equal(norm.running_psi2, torch.ones(4))
     assert norm.steps.dtype == torch.long and norm.steps.item() == 0
     assert torch.equal(norm.weight.data, torch.ones(4)) and torch.equal(norm.bias.data, torch.zeros(4))
-    assert {n for n, _ in norm.named_buffers()} == {"running_psi2", "steps"}
+    assert {n for n, _ in norm.named_buffers()} == {"running_psi2", "steps", "ema_gz"}
+    assert torch.equal(norm.ema_gz, torch.zeros(4))  # the released backward's accumulated statistic
+    assert {n for n, _ in PowerNorm(4, variant="paper").named_buffers()} == {"running_psi2", "steps"}
     assert norm(_x(0)).shape == (6, 4)
 
 

@@ -75,7 +75,7 @@ def test_losses_are_finite_and_train_every_part(name, tmp_path):
     losses = method.loss(batch)
     assert all(torch.isfinite(v) for v in losses.values())
     sum(losses.values()).backward()
-    assert method.head[1].weight.grad is not None
+    assert all(p.grad is not None for p in method.head.parameters())  # lcl's released head has two layers
     assert method.encoder.model.embeddings.word_embeddings.weight.grad.abs().sum() > 0
 
 
@@ -186,18 +186,20 @@ def test_adaptive_ldm_updates_exactly_as_scripted(tmp_path):
     assert [u["eps"] for u in history] == pytest.approx([0.7, 0.6])
 
 
-def test_adaptive_ldm_with_few_epochs_updates_at_each_epoch_end(tmp_path):
-    # Algorithm 1 with n = 3: every epoch index is > 3/5, and the 10th, 20th, 30th validations (10 per epoch,
-    # one per step here) end epochs 1, 2 and 3: eps = 1 - step/total = 2/3, 1/3, 0
+def test_adaptive_ldm_in_a_short_run_updates_at_least_min_updates_times(tmp_path):
+    # n = 3 epochs of 10 steps, 10 validations an epoch (one per step): warm-up is the first 6 steps, steps 7-29
+    # are eligible (23; step 30 has eps = 0), so every 23 // 4 = 5th validation updates: 4 updates, where every
+    # 10th (Algorithm 1's count) would give 2 (steps 10 and 20)
     method, _, _ = build("clld-adaptive", tmp_path)
     confusion = np.array([[8, 2, 0], [2, 6, 2], [0, 0, 10]])
     for step in range(1, 31):
         method.on_eval(confusion, Progress(epoch=(step - 1) // 10 + 1, max_epochs=3, step=step, total_steps=30))
     history = method.state_for_report()["updates"]
-    assert [u["step"] for u in history] == [10, 20, 30]
-    assert [u["eps"] for u in history] == pytest.approx([2 / 3, 1 / 3, 0.0])
+    assert [u["step"] for u in history] == [10, 15, 20, 25]
+    assert [u["eps"] for u in history] == pytest.approx([2 / 3, 1 / 2, 1 / 3, 1 / 6])
     first = 5.0 + 2 / 3 * (target_ldm(confusion, 5.0) - 5.0)
     assert np.allclose(history[0]["ldm"], first)
+    assert method.row_fields() == {"ldm_updates": 4} and method.training_warning() == ""
 
 
 def test_adaptive_state_survives_a_checkpoint(tmp_path):
@@ -284,7 +286,10 @@ def test_bench_run_end_to_end(name, cli, tiny, results):
         state = json.loads((folder / "method_state.json").read_text())
         assert np.array(state["ldm"]).shape == (3, 3)
         if name == "clld-adaptive":
-            assert len(state["updates"]) == 4  # 2 evaluations per epoch x 2 epochs, each one an update
+            # 2 evaluations per epoch x 2 epochs, each one an update but the last (eps = 0 would change nothing)
+            assert [u["eps"] for u in state["updates"]] == pytest.approx([0.75, 0.5, 0.25])
+            rows = json.loads((folder / "rows.json").read_text())
+            assert {row["ldm_updates"] for row in rows} == {3}
 
 
 def test_unknown_pair_fails_before_any_shard(cli, tiny, results):

@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 
 from bench.data.loading import Split, TextData
-from bench.data.regimes import allocate, apply_regime, noise_map
+from bench.data.regimes import (NOISE_STREAM, TRAIN_STREAM, VALIDATION_STREAM, allocate, apply_regime, noise_map,
+                                 sample, stream)
 from bench.errors import BenchError
 from bench.spec import TrainConfig
 
@@ -110,6 +111,26 @@ def test_the_sample_depends_on_the_data_seed_only():
     noisy = apply_regime(data, {"train_size": 12, "label_noise": 0.3, "val_size": -1}, 0)
     assert noisy.train.ids == first.train.ids
     assert apply_regime(data, {"shots": 4}, 3).train.ids == apply_regime(data, {"shots": 4}, 3).train.ids
+
+
+@pytest.mark.parametrize("draw", [0, (0, 5)])
+def test_the_validation_sample_has_its_own_stream(draw):
+    """One random stream per step (regimes.stream(draw, step): seeded [data_seed, step, *model seed]): at one
+    --val-size the validation sample is the one VALIDATION_STREAM draws, whatever the training sample took (its
+    size, shots, nothing at all) and whatever the noise; a stream shared with the training sample would make it
+    depend on what that sample drew."""
+    data = make_data()
+    assert len({TRAIN_STREAM, VALIDATION_STREAM, NOISE_STREAM}) == 3
+    seeds = (draw,) if isinstance(draw, int) else draw
+    positions = sample(data.validation.labels, allocate(counts(data.validation), 9), stream(seeds, VALIDATION_STREAM))
+    expected = sorted(data.validation.ids[i] for i in positions)
+    for regime in ({}, {"train_size": 12}, {"train_size": 40}, {"shots": 4}, {"label_noise": 0.3},
+                   {"train_size": 20, "label_noise": 0.2, "noise_kind": "asymmetric"}):
+        out = apply_regime(data, {**regime, "val_size": 9}, draw)
+        assert out.regime["validation_ids"] == expected, regime
+    # not vacuous: the training step's stream (or a fresh one seeded like it) would draw another sample
+    other = sample(data.validation.labels, allocate(counts(data.validation), 9), stream(seeds, TRAIN_STREAM))
+    assert sorted(data.validation.ids[i] for i in other) != expected
 
 
 # ----------------------------------------------------------------------------------------------- validation

@@ -139,6 +139,31 @@ def test_the_mean_over_seeds_decides_not_the_best_or_one_seed():
     assert row["knobs"] == "lr=2e-05 (tuned)" and row["val_accuracy"] == pytest.approx(0.80)
 
 
+def test_several_runs_of_a_combination_at_one_seed_count_as_their_mean_not_their_best():
+    """Two runs of one combination at one seed (e.g. results folders merged) score that seed by their mean; the
+    combination's score is then the mean over seeds, each seed once, not the mean over runs."""
+    def again(rows: list[dict]) -> list[dict]:  # a second run of the same combination and seed
+        return [{**row, "run_key": row["run_key"] + "-again"} for row in rows]
+
+    # seed 1: twice (0.90 and 0.50: mean 0.70, best 0.90); the other combination: 0.80 once
+    frame = frame_of(run("ce", "sst2", 1, "twice", {"lr": 1e-05}, 0.90, 0.5),
+                     again(run("ce", "sst2", 1, "twice", {"lr": 1e-05}, 0.50, 0.5)),
+                     run("ce", "sst2", 1, "once", {"lr": 2e-05}, 0.80, 0.5))
+    row = chosen(select_by_validation(frame))
+    assert row["knobs"] == "lr=2e-05 (tuned)" and row["val_accuracy"] == pytest.approx(0.80)  # best: lr=1e-05
+    assert row["combinations"] == 2 and row["runs"] == 3  # every scored run counts in the budget
+
+    # the per-seed mean, then the mean over seeds: (mean(0.90, 0.30) + 0.90) / 2 = 0.75 beats 0.72; the mean over
+    # the three runs (0.70) would not, the best run per seed (0.90) would by more
+    frame = frame_of(run("ce", "sst2", 1, "twice", {"lr": 1e-05}, 0.90, 0.5),
+                     again(run("ce", "sst2", 1, "twice", {"lr": 1e-05}, 0.30, 0.5)),
+                     run("ce", "sst2", 2, "twice", {"lr": 1e-05}, 0.90, 0.5),
+                     *combos("ce", "sst2", {"steady": ({"lr": 2e-05}, [0.72, 0.72], [0.5, 0.5])}, seeds=(1, 2)))
+    row = chosen(select_by_validation(frame))
+    assert row["knobs"] == "lr=1e-05 (tuned)" and row["val_accuracy"] == pytest.approx(0.75)
+    assert row["runs"] == 5 and row["selection_seeds"] == "1,2"
+
+
 @pytest.mark.parametrize("candidates,winner", [
     ({"c1": {"lr": 2e-05}, "c2": {}}, "c2"),                                       # the defaults win a tie
     ({"c1": {"lr": 2e-05}, "c2": ""}, "c2"),                                       # "" knobs are the defaults

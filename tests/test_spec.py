@@ -103,7 +103,7 @@ def test_run_spec_is_stamped_with_the_method_version(monkeypatch):
 
     data = type("Data", (), {"name": "mr", "fingerprint": "abc123"})()
     spec = run_spec("clld-adaptive", data, "minilm", 1, TrainConfig(), method_config("clld-adaptive", {}))
-    assert spec.method_version == METHODS.get("clld-adaptive").version == 2
+    assert spec.method_version == METHODS.get("clld-adaptive").version == 3
     assert spec.key_names == (("ce_weight", "lambda_"),)  # a renamed knob keeps its old name in the key
     monkeypatch.setattr(METHODS.get("ce"), "version", 3)
     assert run_spec("ce", data, "minilm", 1, TrainConfig(), ()).key != make().key
@@ -134,3 +134,95 @@ def test_the_variant_knob_is_in_the_run_key_and_in_the_rows():
                        for knobs in ({}, {"variant": "paper"}))
     assert released.variant == "released" and paper.variant == "paper" and make().variant == ""
     assert released.key != paper.key and "cline.variant=paper" in paper.canonical()
+
+
+# ----------------------------------------------------------------------------------------------- variant knobs
+
+def cline_knobs(**knobs):
+    from bench.spec import method_config
+
+    return dict(method_config("cline", knobs))
+
+
+def test_each_cline_variant_implies_its_weights_and_sentence_loss():
+    """The default runs the released objective whole; `paper` is the paper's fixed weights and Eq. 6."""
+    assert cline_knobs()["variant"] == "released"
+    assert {k: cline_knobs()[k] for k in ("weights", "sentence_loss")} == {"weights": "learned", "sentence_loss": "bce"}
+    assert {k: cline_knobs(variant="released")[k] for k in ("weights", "sentence_loss")} == \
+        {"weights": "learned", "sentence_loss": "bce"}
+    paper = cline_knobs(variant="paper")
+    assert (paper["variant"], paper["weights"], paper["sentence_loss"]) == ("paper", "fixed", "eq6")
+    # the knobs no variant implies keep their field defaults
+    assert {k: v for k, v in paper.items() if k not in ("variant", "weights", "sentence_loss")} == \
+        {k: v for k, v in cline_knobs().items() if k not in ("variant", "weights", "sentence_loss")}
+
+
+def test_an_explicit_knob_wins_over_the_one_the_variant_implies():
+    assert cline_knobs(variant="paper", weights="learned")["weights"] == "learned"
+    assert cline_knobs(variant="paper", weights="learned")["sentence_loss"] == "eq6"  # still implied
+    assert cline_knobs(sentence_loss="eq6")["sentence_loss"] == "eq6"
+    assert cline_knobs(sentence_loss="eq6")["weights"] == "learned"
+    with pytest.raises(BenchError, match="variant is released or paper"):
+        cline_knobs(variant="authors")
+
+
+def test_the_run_key_records_the_resolved_knobs_of_each_variant():
+    released, paper = (make(method="cline", method_config=tuple(sorted(cline_knobs(**k).items())), method_version=3)
+                       for k in ({}, {"variant": "paper"}))
+    assert released.key != paper.key
+    assert "cline.sentence_loss=bce" in released.canonical() and "cline.weights=learned" in released.canonical()
+    assert "cline.sentence_loss=eq6" in paper.canonical() and "cline.weights=fixed" in paper.canonical()
+    assert released.canonical().endswith(",cline.version=3")
+    # the paper variant asked for with its knobs spelt out is the same run as the variant alone
+    spelt = make(method="cline", method_version=3, method_config=tuple(sorted(
+        cline_knobs(variant="paper", weights="fixed", sentence_loss="eq6").items())))
+    assert spelt.key == paper.key
+
+
+def test_knobs_a_variant_implies_are_not_reported_as_changed():
+    """changed_settings against the defaults of the run's own variant: a `paper` run changed the variant only;
+    a knob set against what its variant implies is a change."""
+    from bench.registry import METHODS
+    from bench.spec import knob_defaults
+
+    cline = METHODS.get("cline")
+    assert knob_defaults(cline) == cline.config_fields()
+    assert knob_defaults(cline, "paper") == {**cline.config_fields(), "weights": "fixed", "sentence_loss": "eq6"}
+
+    def changed(**knobs):
+        spec = make(method="cline", method_config=tuple(sorted(cline_knobs(**knobs).items())))
+        return spec.changed_settings(knob_defaults(cline, spec.variant or None))
+
+    assert changed() == {}
+    assert changed(variant="paper") == {"cline.variant": "paper"}
+    assert changed(variant="paper", weights="learned") == {"cline.variant": "paper", "cline.weights": "learned"}
+    assert changed(sentence_loss="eq6") == {"cline.sentence_loss": "eq6"}
+    assert knob_defaults(METHODS.get("supcon")) == METHODS.get("supcon").config_fields()  # no variant table
+
+
+def test_variant_knobs_are_generic():
+    """Any method's Config may declare VARIANT_KNOBS; method_config applies it between defaults and --set."""
+    from dataclasses import dataclass
+
+    from bench.methods.ce import CrossEntropy
+    from bench.registry import METHODS
+    from bench.spec import method_config
+
+    @dataclass(frozen=True)
+    class ToyConfig:
+        VARIANT_KNOBS = {"a": {"tau": 1.0}, "b": {"tau": 2.0, "mode": "y"}}
+        variant: str = "a"
+        tau: float = 1.0
+        mode: str = "x"
+
+    class Toy(CrossEntropy):
+        Config = ToyConfig
+
+    if "variant-knobs-test" not in METHODS:
+        METHODS.add("variant-knobs-test", Toy)
+    toy = METHODS.get("variant-knobs-test")
+    assert "VARIANT_KNOBS" not in toy.config_fields()  # a class attribute, not a knob
+    assert dict(method_config("variant-knobs-test", {})) == {"variant": "a", "tau": 1.0, "mode": "x"}
+    assert dict(method_config("variant-knobs-test", {"variant": "b"})) == {"variant": "b", "tau": 2.0, "mode": "y"}
+    assert dict(method_config("variant-knobs-test", {"variant": "b", "tau": 3.0})) == \
+        {"variant": "b", "tau": 3.0, "mode": "y"}

@@ -34,6 +34,7 @@ from bench.methods.base import PrepareContext, Progress
 from bench.methods.views import TokenViews
 from bench.registry import METHODS
 from test_losses import clld_ref, lcl_ref, supcon_ref
+from test_released_forms import supcon_released_ref
 
 D64 = torch.float64
 VOCAB, TOKEN_DIM, HIDDEN, N, PAD = 16, 5, 6, 3, 0
@@ -92,13 +93,14 @@ def token_views(ids, replaced, candidate=None) -> TokenViews:
 
 class FakeWordViews:
     """Stands in for views.word_views / cline.word_views: the tables above by kind; records (kind, rate), and
-    the quota rule where it is not the default."""
+    the quota rule and antonym share where they are not the defaults."""
 
     def __init__(self):
         self.calls = []
 
-    def __call__(self, context, kind, rate, quota="content"):
-        self.calls.append((kind, rate) if quota == "content" else (kind, rate, quota))
+    def __call__(self, context, kind, rate, quota="content", antonym_share=None):
+        self.calls.append((kind, rate) + (() if quota == "content" else (quota,))
+                          + (() if antonym_share is None else (antonym_share,)))
         if kind in ("syn", "syn-inflect"):
             return token_views(SYN_IDS, SYN_REPLACED, SYN_CANDIDATE)
         assert kind == "ant", kind
@@ -203,17 +205,27 @@ def bce_ref(logit, target):
     return F.softplus(logit) - target * logit
 
 
-def powernorm_ref(P, B, name, x, warmup, variant="released"):
+def powernorm_ref(P, B, name, x, warmup, variant="released", zero_terms=None):
     """docs/METHODS.md "dcl": no centring; batch quadratic mean during warm-up, else the running statistic; the
-    released variant first divides each row by its root mean square over the features."""
-    if variant == "released":
-        x = x / torch.sqrt(x.pow(2).mean(1, keepdim=True) + 1e-5)
-    scale = x.pow(2).mean(0) if B[f"{name}.steps"] < warmup else B[f"{name}.running_psi2"].to(D64)
-    return P[f"{name}.weight"] * x / torch.sqrt(scale + 1e-5) + P[f"{name}.bias"]
+    released variant first divides each row by its root mean square over the features, and its gradient is the
+    released approximation (zxlzr/DCL PowerFunction.backward, 8fc953e): dL/dx_s = (g - 0.1 ema_gz z) /
+    sqrt(psi2_b + eps), written as a value/slope split of z plus a zero-valued term appended to `zero_terms`."""
+    if variant == "paper":
+        scale = x.pow(2).mean(0) if B[f"{name}.steps"] < warmup else B[f"{name}.running_psi2"].to(D64)
+        return P[f"{name}.weight"] * x / torch.sqrt(scale + 1e-5) + P[f"{name}.bias"]
+    x = x / torch.sqrt(x.pow(2).mean(1, keepdim=True) + 1e-5)
+    var = x.detach().pow(2).mean(0)
+    scale = var if B[f"{name}.steps"] < warmup else B[f"{name}.running_psi2"].to(D64)
+    z_value = x.detach() / torch.sqrt(scale + 1e-5)
+    z = z_value + (x - x.detach()) / torch.sqrt(var + 1e-5)
+    k = -0.1 * B[f"{name}.ema_gz"].to(D64) * z_value / torch.sqrt(var + 1e-5)
+    if zero_terms is not None:
+        zero_terms.append((x * k).sum() - (x * k).sum().detach())
+    return P[f"{name}.weight"] * z + P[f"{name}.bias"]
 
 
-def dcl_mlp_ref(P, B, name, x, warmup, variant="released"):
-    hidden = powernorm_ref(P, B, f"{name}.1", linear(P, f"{name}.0", x), warmup, variant)
+def dcl_mlp_ref(P, B, name, x, warmup, variant="released", zero_terms=None):
+    hidden = powernorm_ref(P, B, f"{name}.1", linear(P, f"{name}.0", x), warmup, variant, zero_terms)
     return linear(P, f"{name}.3", torch.relu(hidden))
 
 
@@ -303,18 +315,21 @@ def test_ce_wiring():
 
 @pytest.mark.parametrize("views,projection,variant", [(1, "none", "paper"), (1, "linear", "paper"),
                                                       (2, "none", "paper"), (2, "mlp", "paper"),
-                                                      (2, "none", "released")])
+                                                      (2, "none", "released"), (1, "none", "released"),
+                                                      (1, "linear", "released")])
 def test_supcon_wiring(views, projection, variant):
-    """paper: Gunel et al.'s SCL; released: SupContrast's, scaled by tau / 0.07."""
+    """paper: Gunel et al.'s SCL, the mean over anchors with a positive; released: SupContrast's at 66a8fe5, the
+    mean over all anchors (0 for an anchor without a positive: class 2 of LABELS with one view), scaled by
+    tau / 0.07."""
     lam, tau = 0.7, 0.5
     method = build("supcon", tau=tau, lambda_=lam, views=views, projection=projection, variant=variant)
     assert method.config.variant == variant and build("supcon").config.variant == "paper"
 
     def reference(P, B):
         e, _ = encode_ref(P, "encoder.", originals() * views, range(views * M))
-        scl = supcon_ref(projection_ref(P, projection, e), torch.tensor(LABELS * views), tau)
-        scale = tau / 0.07 if variant == "released" else 1.0
-        return {"ce": (1 - lam) * ce_ref(head_ref(P, e[:M]), LABELS), "supcon": lam * scale * scl}
+        u, labels = projection_ref(P, projection, e), torch.tensor(LABELS * views)
+        scl = supcon_released_ref(u, labels, tau) if variant == "released" else supcon_ref(u, labels, tau)
+        return {"ce": (1 - lam) * ce_ref(head_ref(P, e[:M]), LABELS), "supcon": lam * scl}
 
     check(method, reference)
     assert method.encoder.calls == [views * M]
@@ -367,8 +382,8 @@ CONFUSIONS = [[[8, 2, 0], [2, 6, 2], [0, 0, 10]], [[9, 0, 1], [3, 7, 0], [2, 0, 
 def test_clld_adaptive_wiring():
     tau, w = 5.0, 0.6
     method = build("clld-adaptive", tau=tau, ce_weight=w, update_every=1, evals_per_epoch=1)
-    method.on_eval(np.array(CONFUSIONS[0]), Progress(epoch=3, max_epochs=10, step=25, total_steps=100))
-    ldm = tau + 0.75 * (target_ldm_ref(CONFUSIONS[0], tau) - tau)
+    method.on_eval(np.array(CONFUSIONS[0]), Progress(epoch=3, max_epochs=10, step=30, total_steps=100))
+    ldm = tau + 0.7 * (target_ldm_ref(CONFUSIONS[0], tau) - tau)
     assert torch.allclose(method.ldm.to(D64), ldm)
     check(method, clld_reference(ldm, w, "mlp"))
 
@@ -396,23 +411,24 @@ def test_adaptive_first_update_epoch_boundary(n, offset):
 
 @pytest.mark.parametrize("n", [4, 5, 9, 10, 12, 16])
 def test_adaptive_updates_every_epoch_after_the_first_fifth(n):
-    """One validation per epoch, update_every 1: updates exactly in epochs e with 5 e > n (first: n//5 + 1)."""
+    """One validation per epoch, update_every 1: updates exactly at the ends of epochs e with 5 e > n (first:
+    n//5 + 1), but not at the last (eps = 0 would change nothing)."""
     method = build("clld-adaptive", update_every=1, evals_per_epoch=1)
     updated_in = []
     for epoch in range(1, n + 1):
         before = len(method.history)
-        method.on_eval(np.array(CONFUSIONS[epoch % 3]), Progress(epoch, n, 10 * epoch - 1, 10 * n))
+        method.on_eval(np.array(CONFUSIONS[epoch % 3]), Progress(epoch, n, 10 * epoch, 10 * n))
         if len(method.history) > before:
             updated_in.append(epoch)
-    assert updated_in == [e for e in range(1, n + 1) if 5 * e > n]
+    assert updated_in == [e for e in range(1, n) if 5 * e > n]
     assert updated_in[0] == n // 5 + 1
 
 
 @pytest.mark.parametrize("n,batches", [(10, 12), (12, 12), (7, 25)])
 def test_adaptive_schedule_over_a_run(n, batches):
-    """Defaults (K = U = 10): every validation counts from the first epoch on; the LDM moves towards that
-    validation's target at every 10th validation in epochs e > n/5, i.e. at the ends of those epochs, with
-    eps = 1 - t/T (t: steps so far, T: planned steps)."""
+    """Defaults (K = U = 10) in runs long enough for them: every validation counts from the first epoch on; the
+    LDM moves towards that validation's target at every 10th validation in epochs e > n/5, i.e. at the ends of
+    those epochs but the last (eps = 0 there), with eps = 1 - t/T (t: steps so far, T: planned steps)."""
     tau = 5.0
     method = build("clld-adaptive", tau=tau)
     total = n * batches
@@ -423,11 +439,11 @@ def test_adaptive_schedule_over_a_run(n, batches):
             count += 1
             confusion = CONFUSIONS[count % 3]
             method.on_eval(np.array(confusion), Progress(epoch, n, step, total))
-            if count % 10 == 0 and 5 * epoch > n:
+            if count % 10 == 0 and 5 * epoch > n and step < total:
                 ldm = ldm + (1 - step / total) * (target_ldm_ref(confusion, tau) - ldm)
                 steps_updated.append(step)
             assert torch.allclose(method.ldm.to(D64), ldm), (epoch, step)
-    assert steps_updated == [e * batches for e in range(n // 5 + 1, n + 1)]  # the ends of epochs n//5+1 .. n
+    assert steps_updated == [e * batches for e in range(n // 5 + 1, n)]  # the ends of epochs n//5+1 .. n-1
     assert [u["step"] for u in method.history] == steps_updated
     assert method.evaluations == 10 * n
 
@@ -445,15 +461,26 @@ def test_adaptive_loss_uses_the_updated_matrix():
 # lcl: L = w CE(main) + (1 - w) LCL(e, softmax(helper)) + w CE(helper)
 # ---------------------------------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("weighting,views,variant", [("separate", "dropout", "released"),
-                                                     ("shared-head", "dropout", "released"),
-                                                     ("separate", "synonym", "released"),
-                                                     ("separate", "synonym", "paper")])
-def test_lcl_wiring(weighting, views, variant, tmp_path, monkeypatch):
-    """released: both cross-entropy terms over all 2M rows (the authors' train.py); paper: over the M originals."""
+def lcl_head_ref(P, e, head):
+    """lcl's main classifier (dropout off): the authors' Linear(d, d), ReLU, Linear(d, N) (`released`) or the
+    shared head's Linear (`linear`)."""
+    if head == "released":
+        return linear(P, "head.out", torch.relu(linear(P, "head.dense", e)))
+    return head_ref(P, e)
+
+
+@pytest.mark.parametrize("weighting,views,variant,head", [("separate", "dropout", "released", "released"),
+                                                          ("shared-head", "dropout", "released", "released"),
+                                                          ("separate", "synonym", "released", "released"),
+                                                          ("separate", "synonym", "paper", "linear"),
+                                                          ("separate", "dropout", "released", "linear")])
+def test_lcl_wiring(weighting, views, variant, head, tmp_path, monkeypatch):
+    """released: both cross-entropy terms over all 2M rows (the authors' train.py); paper: over the M originals.
+    head: the main CE through the authors' two-layer classifier (released, the released variant's) or the shared
+    head (linear, the paper variant's)."""
     tau, w = 0.4, 0.3
     method = build("lcl", tmp_path, monkeypatch, tau=tau, ce_weight=w, weighting=weighting, views=views,
-                   syn_rate=0.5, variant=variant)
+                   syn_rate=0.5, variant=variant, head=head)
     second = synonyms() if views == "synonym" else originals()
     rows_ce = 2 * M if variant == "released" else M
 
@@ -464,15 +491,20 @@ def test_lcl_wiring(weighting, views, variant, tmp_path, monkeypatch):
         helper_logits = head_ref(P, helper, "helper_head.1")
         weights = torch.softmax(helper_logits, dim=1)  # not detached
         labels = LABELS * 2
-        return {"ce": w * ce_ref(head_ref(P, e[:rows_ce]), labels[:rows_ce]),
+        return {"ce": w * ce_ref(lcl_head_ref(P, e[:rows_ce], head), labels[:rows_ce]),
                 "lcl": (1 - w) * lcl_ref(e, torch.tensor(labels), weights, tau),
                 "ce_helper": w * ce_ref(helper_logits[:rows_ce], labels[:rows_ce])}
 
-    check(method, reference)
+    heads = ("head.dense.weight", "head.out.weight") if head == "released" else ("head.1.weight",)
+    check(method, reference, must_train=("encoder.emb.weight", *heads))
     assert method.encoder.calls == [2 * M]
     assert method.word_view_calls == ([("syn", 0.5)] if views == "synonym" else [])
     if weighting == "separate":
         assert method.helper_encoder.calls == [2 * M]
+    method.eval()  # prediction: the main encoder and the same head, dropout off
+    P, _ = snapshot(method)
+    e, _ = encode_ref(P, "encoder.", originals(), rows(0), train=False)
+    assert torch.allclose(method.logits(make_batch()).detach(), lcl_head_ref(P, e, head).detach())
 
 
 def test_lcl_weights_train_the_weighting_network(tmp_path, monkeypatch):
@@ -544,7 +576,7 @@ def test_cline_released_wiring(sentence_loss, weights, tmp_path, monkeypatch):
     token loss over candidate tokens only, task weights regularised by max(s, 0)."""
     method = build("cline", tmp_path, monkeypatch, sentence_loss=sentence_loss, weights=weights)
     assert method.config.variant == "released"
-    assert method.word_view_calls == [("syn-inflect", 0.5, "tokens"), ("ant", 0.5, "tokens")]
+    assert method.word_view_calls == [("syn-inflect", 0.5, "tokens"), ("ant", 0.5, "tokens", 0.5)]
     if weights == "learned":  # negative log-variances: the clamp, not s itself, is the regulariser
         with torch.no_grad():
             method.log_vars.copy_(torch.tensor([-0.4, 0.3, -1.1], dtype=D64))
@@ -589,13 +621,14 @@ def dcl_reference(views, lam, warmup, variant="released"):
 
     def reference(P, B):
         e, _ = encode_ref(P, "encoder.", originals() + second, range(2 * M))
-        projected = dcl_mlp_ref(P, B, "projector", e, warmup, variant)
-        prediction = dcl_mlp_ref(P, B, "predictor", projected, warmup, variant)
+        zero_terms = []  # the released PowerNorm backward's ema_gz term (value 0)
+        projected = dcl_mlp_ref(P, B, "projector", e, warmup, variant, zero_terms)
+        prediction = dcl_mlp_ref(P, B, "predictor", projected, warmup, variant, zero_terms)
         with torch.no_grad():
             e_target, _ = encode_ref(P, "target_encoder.", originals() + second, range(2 * M))
             target = dcl_mlp_ref(P, B, "target_projector", e_target, warmup, variant)
         align = align_ref(prediction[:M], target[M:]) + align_ref(prediction[M:], target[:M])
-        return {"ce": ce_ref(head_ref(P, e[:M]), LABELS), "align": lam * align}
+        return {"ce": ce_ref(head_ref(P, e[:M]), LABELS), "align": lam * align + sum(zero_terms)}
     return reference
 
 
@@ -606,11 +639,12 @@ def test_dcl_wiring(views, warmup, variant, tmp_path, monkeypatch):
     lam = 0.6
     method = build("dcl", tmp_path, monkeypatch, lambda_=lam, views=views, syn_rate=0.3, hidden=7, out=4,
                    powernorm_warmup=warmup, variant=variant)
-    if warmup == 0:  # past the warm-up: PowerNorm divides by its running statistic
-        gen = torch.Generator().manual_seed(11)
-        for name, buffer in method.named_buffers():
-            if name.endswith("running_psi2"):
-                buffer.copy_(0.5 + torch.rand(buffer.shape, generator=gen, dtype=D64))
+    gen = torch.Generator().manual_seed(11)
+    for name, buffer in method.named_buffers():
+        if warmup == 0 and name.endswith("running_psi2"):  # past the warm-up: divided by the running statistic
+            buffer.copy_(0.5 + torch.rand(buffer.shape, generator=gen, dtype=D64))
+        if name.endswith("ema_gz"):  # the released backward's accumulated statistic, as after some steps
+            buffer.copy_(torch.randn(buffer.shape, generator=gen, dtype=D64))
     check(method, dcl_reference(views, lam, warmup, variant))
     assert method.encoder.calls == [2 * M] and method.target_encoder.calls == [2 * M]
     assert method.word_view_calls == ([("syn", 0.3)] if views == "synonym" else [])

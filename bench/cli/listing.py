@@ -19,6 +19,7 @@ def cmd_list(args: argparse.Namespace) -> int:
     from bench.data import cards  # noqa: F401
     from bench.encoders import models as encoders
     from bench.registry import DATASETS, ENCODERS, METHODS
+    from bench.spec import variant_knobs
 
     if args.what == "methods":
         for name, cls in METHODS.items():
@@ -27,6 +28,9 @@ def cmd_list(args: argparse.Namespace) -> int:
             if args.verbose:
                 for knob, value in cls.config_fields().items():  # as typed: `--set supcon.lambda=0.5`
                     print(f"    {name}.{knob.rstrip('_')} = {value!r}")
+                for variant, implied in variant_knobs(cls).items():  # what --set NAME.variant=V also sets
+                    knobs = ", ".join(f"{knob.rstrip('_')}={value!r}" for knob, value in implied.items())
+                    print(f"    variant {variant} implies: {knobs} (an explicit --set wins)")
     elif args.what == "datasets":
         for name, card in DATASETS.items():
             sizes = "/".join(str(card.sizes.get(s) or "-") for s in ("train", "validation", "test"))

@@ -27,7 +27,12 @@ VERSION = 2  # 2: each view records which tokens were candidates (content words)
 KINDS = ("syn", "ant", "syn-inflect")
 # How a rate becomes the number of words replaced: `content`, rate x content words rounded half up and at
 # least 1; `tokens`, int(rate x all words) capped by the content words (CLINE's released replace_word, rate 0.5).
+# Words are whitespace tokens, punctuation attached; the released code counts spaCy tokens, where punctuation
+# and contraction parts are tokens of their own (docs/METHODS.md, "cline").
 QUOTAS = ("content", "tokens")
+# The random stream of the released per-text antonym draw (`tries_antonyms`): a fourth entropy word, not 0,
+# so that it never equals a text's own word-picking stream (text_rng).
+SHARE_STREAM = 1
 
 
 @dataclass(frozen=True)
@@ -66,7 +71,8 @@ def synonym_view(text: str, rate: float, rng: np.random.Generator, inflections: 
 
 def antonym_view(text: str, rate: float, rng: np.random.Generator, vocabulary: Sequence[str],
                  quota: str = "content") -> Augmented:
-    """text with about rate of its content words replaced by WordNet antonyms, else by vocabulary words."""
+    """text with about rate of its content words replaced by WordNet antonyms, else by vocabulary words (word by
+    word: a text mixes both)."""
     def pick(word: str, tag: str) -> str | None:
         candidates = substitutes.antonym_candidates(word, tag)
         if candidates:
@@ -74,6 +80,29 @@ def antonym_view(text: str, rate: float, rng: np.random.Generator, vocabulary: S
         return _other_word(vocabulary, word, rng)
 
     return _substitute(text, rate, rng, pick, quota)
+
+
+def released_antonym_view(text: str, rate: float, rng: np.random.Generator, vocabulary: Sequence[str],
+                          try_antonyms: bool, quota: str = "content") -> Augmented:
+    """The antonym view as CLINE's released replace_word draws it, per text: where `try_antonyms`, only words
+    with a WordNet antonym are replaced (by one), up to the quota, and a text without any gets the random-word
+    view instead; otherwise the random-word view: up to the quota of words, each by a vocabulary word."""
+    def antonym(word: str, tag: str) -> str | None:
+        candidates = substitutes.antonym_candidates(word, tag)
+        return candidates[rng.integers(len(candidates))] if candidates else None
+
+    if try_antonyms:
+        view = _substitute(text, rate, rng, antonym, quota)
+        if any(view.replaced):
+            return view
+    return _substitute(text, rate, rng, lambda word, tag: _other_word(vocabulary, word, rng), quota)
+
+
+def tries_antonyms(seed: int, index: int, share: float) -> bool:
+    """Whether text number index tries antonyms in a released antonym view (`antonym_share`): a uniform draw
+    from its own generator, apart from the one that picks its words, falls below share (the released
+    ANTONYM_RATIO test), so the split depends on the seed and the text's index only."""
+    return bool(np.random.default_rng([seed, index, KINDS.index("ant"), SHARE_STREAM]).random() < share)
 
 
 def _substitute(text: str, rate: float, rng: np.random.Generator,
@@ -117,9 +146,12 @@ def training_vocabulary(texts: Sequence[str]) -> list[str]:
 # ---------------------------------------------------------------- datasets, cached
 
 def augment_texts(texts: Sequence[str], kind: str, rate: float, seed: int,
-                  cache_dir: str | os.PathLike | None = None, quota: str = "content") -> list[Augmented]:
+                  cache_dir: str | os.PathLike | None = None, quota: str = "content",
+                  antonym_share: float | None = None) -> list[Augmented]:
     """One view of a KINDS kind per text (rate counted by a QUOTAS rule), deterministic per (seed, index);
-    cached under cache_dir if given."""
+    cached under cache_dir if given. `antonym_share` (kind `ant` only): None, antonyms wherever WordNet has one
+    and vocabulary words elsewhere (`antonym_view`); a share s, the released per-text draw: texts chosen with
+    probability s (`tries_antonyms`) try antonyms, the rest get random-word views (`released_antonym_view`)."""
     texts = list(texts)
     if kind not in KINDS:
         raise ValueError(f"kind must be one of {KINDS}, got {kind!r}")
@@ -127,25 +159,33 @@ def augment_texts(texts: Sequence[str], kind: str, rate: float, seed: int,
         raise ValueError(f"quota must be one of {QUOTAS}, got {quota!r}")
     if not 0 <= rate <= 1:
         raise BenchError(f"augmentation rate must be between 0 and 1, got {rate}")
-    key = cache_key(texts, kind, rate, seed) if quota == "content" else cache_key(texts, kind, rate, seed, quota)
+    if antonym_share is not None and (kind != "ant" or not 0 <= antonym_share <= 1):
+        raise ValueError(f"antonym_share is a share in [0, 1] of an `ant` view, got {antonym_share!r} for {kind!r}")
+    rule = ([] if quota == "content" else [quota]) + ([] if antonym_share is None else [f"share={antonym_share!r}"])
+    key = cache_key(texts, kind, rate, seed, *rule)
     path = Path(cache_dir) / f"{kind}-{key}.jsonl.gz" if cache_dir else None
     if path is not None:
         cached = _read_cache(path, len(texts))
         if cached is not None:
             return cached
-    views = _compute(texts, kind, rate, seed, quota)
+    views = _compute(texts, kind, rate, seed, quota, antonym_share)
     if path is not None:
         _write_cache(path, views)
     return views
 
 
-def _compute(texts: list[str], kind: str, rate: float, seed: int, quota: str = "content") -> list[Augmented]:
+def _compute(texts: list[str], kind: str, rate: float, seed: int, quota: str = "content",
+             antonym_share: float | None = None) -> list[Augmented]:
     """The views of texts, one rng per text."""
     if kind in ("syn", "syn-inflect"):
         # one random stream for both synonym kinds: their views differ only where an inflection stands in
         return [synonym_view(text, rate, text_rng(seed, i, "syn"), inflections=kind == "syn-inflect", quota=quota)
                 for i, text in enumerate(texts)]
     vocabulary = training_vocabulary(texts)
+    if antonym_share is not None:
+        return [released_antonym_view(text, rate, text_rng(seed, i, kind), vocabulary,
+                                      tries_antonyms(seed, i, antonym_share), quota)
+                for i, text in enumerate(texts)]
     return [antonym_view(text, rate, text_rng(seed, i, kind), vocabulary, quota) for i, text in enumerate(texts)]
 
 
@@ -155,8 +195,8 @@ def text_rng(seed: int, index: int, kind: str) -> np.random.Generator:
 
 
 def cache_key(texts: Sequence[str], kind: str, rate: float, seed: int, *rule: str) -> str:
-    """A hash naming the cached views of (texts, kind, rate, seed, quota rule unless `content`) under this
-    VERSION and tagger."""
+    """A hash naming the cached views of (texts, kind, rate, seed, quota rule unless `content`, antonym share
+    unless None) under this VERSION and tagger."""
     digest = hashlib.sha256(json.dumps([VERSION, tagger_name(), kind, rate, seed, *rule]).encode())
     for text in texts:
         digest.update(json.dumps(text).encode() + b"\n")

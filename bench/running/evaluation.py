@@ -27,7 +27,7 @@ from bench.evaluators.base import (Classifier, EvalContext, EvalOptions, Evaluat
 from bench.evaluators.model import MODEL_FILE, ModelClassifier, load_model, require_model
 from bench.running.provenance import provenance
 from bench.registry import DATASETS, EVALUATORS, METHODS
-from bench.spec import RunSpec
+from bench.spec import RunSpec, knob_defaults
 
 log = logging.getLogger(__name__)
 CACHE = ".cache"
@@ -213,7 +213,9 @@ def spec_columns(spec: RunSpec) -> dict[str, Any]:
     (`data_draw`: per-seed or fixed, TrainConfig.data_draw)."""
     import json
 
-    changed = spec.changed_settings(METHODS.get(spec.method).config_fields() if spec.method in METHODS else {})
+    # against the defaults of the run's own variant: a knob that variant implies is not a change, the variant is
+    changed = spec.changed_settings(knob_defaults(METHODS.get(spec.method), spec.variant or None)
+                                    if spec.method in METHODS else {})
     return {"config_hash": spec.config_hash, "method_version": spec.method_version, "variant": spec.variant,
             "data_fingerprint": spec.data_fingerprint, "combo": spec.combo,
             "knobs": json.dumps(changed, sort_keys=True, separators=(",", ":"), default=list),
@@ -261,6 +263,11 @@ def load_run_classifier(run_dir: Path, spec: RunSpec, data: TextData, device: to
     require_model(run_dir / MODEL_FILE)  # before the (slow) encoder build
     bundle = build_encoder(spec.encoder, data.train.texts, spec.train)
     method = Method(bundle.model, data.num_labels, head_dropout=spec.train.head_dropout)
+    # the head the run trained where it is not the shared one (lcl's released head: Method.run_head)
+    run_head = getattr(METHODS.get(spec.method), "run_head", None) if spec.method in METHODS else None
+    head = run_head(spec, bundle.model.hidden_size, data.num_labels) if run_head is not None else None
+    if head is not None:
+        method.head = head
     load_model(method, run_dir / MODEL_FILE)
     return ModelClassifier(method, bundle, data.label_names, device,
                            amp_dtype=autocast_dtype(spec.train.precision, device),

@@ -200,14 +200,15 @@ def setting_of(run_dir: Path | None) -> str:
     import json
 
     from bench.catalog import registry
-    from bench.spec import RunSpec, regime_label
+    from bench.spec import RunSpec, knob_defaults, regime_label
 
     path = run_dir / store.SPEC if run_dir is not None else None
     if path is None or not path.is_file():
         return ""
     try:
         spec = RunSpec.from_json(store.read_json(path))
-        defaults = registry("method").get(spec.method).config_fields() if spec.method in registry("method") else {}
+        methods = registry("method")
+        defaults = knob_defaults(methods.get(spec.method), spec.variant or None) if spec.method in methods else {}
     except (ValueError, KeyError, TypeError, BenchError, json.JSONDecodeError):
         return ""
     knobs = ", ".join(f"{k}={v}" for k, v in sorted(spec.changed_settings(defaults).items()))
