@@ -131,7 +131,10 @@ def test_a_requeued_task_resumes_from_its_checkpoint(cli, tmp_path, cluster, hur
     last epoch checkpoint and ends with the rows of an uninterrupted run."""
     data = slow_dataset(tmp_path / "slow", 4000)
     results, local = tmp_path / "cluster", tmp_path / "local"
-    base = ["run", "--methods", "ce", "--datasets", data, "--epochs", "8", "--patience", "8", *SLOW, *CPU]
+    # submitit passes SLURM's SIGTERM by ("Bypassing signal SIGTERM"): a requeued or cancelled task trains on until
+    # SLURM kills it KillWait (30 s) later. A shard that could finish in that time is done, not resumed: 25 epochs
+    # of about 4 s leave far more than 30 s after the first checkpoint, on a machine 2-3x faster too.
+    base = ["run", "--methods", "ce", "--datasets", data, "--epochs", "25", "--patience", "25", *SLOW, *CPU]
     code, out, err = cli(*base, "--results-dir", results, "--executor", "slurm", "--time-min", "10")
     assert code == 0, err
     (key,) = record(results)["shards"]
@@ -175,7 +178,9 @@ def test_a_cancelled_array_is_finished_by_a_resumed_submission(cli, tiny, tmp_pa
     cancelled mid-training resumes from its checkpoint."""
     slow = slow_dataset(tmp_path / "slow", 4000)
     results = tmp_path / "cluster"
-    base = ["run", "--methods", "ce", "--datasets", f"{tiny},{slow}", "--epochs", "6", "--patience", "6", *SLOW,
+    # 25 epochs: more than SLURM's 30 s KillWait of training left after the first checkpoint (submitit passes the
+    # cancel's SIGTERM by, so a shard that could end within it would be done, not cancelled)
+    base = ["run", "--methods", "ce", "--datasets", f"{tiny},{slow}", "--epochs", "25", "--patience", "25", *SLOW,
             *CPU, "--results-dir", results, "--executor", "slurm"]
     code, out, err = cli(*base, "--array-parallelism", "1", "--time-min", "10")
     assert code == 0, err
