@@ -277,6 +277,14 @@ def knob_defaults(entry: Any, variant: str | None = None) -> dict[str, Any]:
     return {**defaults, **variant_knobs(entry).get(chosen, {})}
 
 
+def changed_against_defaults(spec: RunSpec, methods: Registry) -> dict[str, Any]:
+    """`spec.changed_settings` against its method's defaults for the run's own variant (`knob_defaults`: a knob
+    the variant implies is not a change, the variant is), the method looked up in `methods` (the real registry
+    or bench.catalog's); only the training settings when `methods` does not hold it."""
+    defaults = knob_defaults(methods.get(spec.method), spec.variant or None) if spec.method in methods else {}
+    return spec.changed_settings(defaults)
+
+
 def method_config(method: str, knobs: dict[str, Any], methods: Registry | None = None
                   ) -> tuple[tuple[str, Any], ...]:
     """A method's full knob set, ready for a RunSpec: the Config's field defaults, then the knobs implied by the

@@ -287,7 +287,9 @@ def run_rows(run_dir: Path) -> list[dict[str, Any]]:
     (those settings as canonical JSON) where rows stored before it was written lack it. A clld-adaptive run's
     rows all carry `ldm_updates` (runs stored before the column get it from method_state.json)."""
     rows = list(read_json(run_dir / ROWS))
-    updates = ldm_update_count(read_json(run_dir / METHOD_STATE)) if (run_dir / METHOD_STATE).is_file() else None
+    updates = next((row["ldm_updates"] for row in rows if "ldm_updates" in row), None)  # the clean rows' count
+    if updates is None and (run_dir / METHOD_STATE).is_file():  # stored before the column: count the updates
+        updates = ldm_update_count(read_json(run_dir / METHOD_STATE))
     for evaluation in sorted((run_dir / EVALS).glob("*.json")):
         if not evaluation.name.endswith(".error.json"):
             stored = read_json(evaluation)

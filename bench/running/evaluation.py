@@ -27,7 +27,7 @@ from bench.evaluators.base import (Classifier, EvalContext, EvalOptions, Evaluat
 from bench.evaluators.model import MODEL_FILE, ModelClassifier, load_model, require_model
 from bench.running.provenance import provenance
 from bench.registry import DATASETS, EVALUATORS, METHODS
-from bench.spec import RunSpec, knob_defaults
+from bench.spec import RunSpec, changed_against_defaults
 
 log = logging.getLogger(__name__)
 CACHE = ".cache"
@@ -213,9 +213,7 @@ def spec_columns(spec: RunSpec) -> dict[str, Any]:
     (`data_draw`: per-seed or fixed, TrainConfig.data_draw)."""
     import json
 
-    # against the defaults of the run's own variant: a knob that variant implies is not a change, the variant is
-    changed = spec.changed_settings(knob_defaults(METHODS.get(spec.method), spec.variant or None)
-                                    if spec.method in METHODS else {})
+    changed = changed_against_defaults(spec, METHODS)
     return {"config_hash": spec.config_hash, "method_version": spec.method_version, "variant": spec.variant,
             "data_fingerprint": spec.data_fingerprint, "combo": spec.combo,
             "knobs": json.dumps(changed, sort_keys=True, separators=(",", ":"), default=list),

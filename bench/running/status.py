@@ -200,18 +200,17 @@ def setting_of(run_dir: Path | None) -> str:
     import json
 
     from bench.catalog import registry
-    from bench.spec import RunSpec, knob_defaults, regime_label
+    from bench.spec import RunSpec, changed_against_defaults, regime_label
 
     path = run_dir / store.SPEC if run_dir is not None else None
     if path is None or not path.is_file():
         return ""
     try:
         spec = RunSpec.from_json(store.read_json(path))
-        methods = registry("method")
-        defaults = knob_defaults(methods.get(spec.method), spec.variant or None) if spec.method in methods else {}
+        changed = changed_against_defaults(spec, registry("method"))
     except (ValueError, KeyError, TypeError, BenchError, json.JSONDecodeError):
         return ""
-    knobs = ", ".join(f"{k}={v}" for k, v in sorted(spec.changed_settings(defaults).items()))
+    knobs = ", ".join(f"{k}={v}" for k, v in sorted(changed.items()))
     return " · ".join(part for part in (regime_label(spec.train.regime()), knobs) if part)
 
 
