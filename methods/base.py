@@ -12,6 +12,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from bench.data.batching import Encoded, collate
 from bench.encoders.models import EncoderBundle, EncoderOutput, TextEncoder
 
 
@@ -69,6 +70,10 @@ class Method(nn.Module):
     # before a rename (that did not change what is trained) are still found, skipped as done and reported.
     key_names: ClassVar[dict[str, str]] = {}
     evaluations_per_epoch: int = 1
+    # True: `loss` keeps the rules of a CUDA-graph capture (bench.training.graphs: no host synchronisation, no
+    # host work on the batch, no Python branch on a value that changes between steps, state updated in place), so
+    # `--cuda-graphs auto` replays its steps as graphs; tests/test_graphs.py checks every built-in method.
+    capturable: ClassVar[bool] = False
 
     def __init__(self, encoder: TextEncoder, num_labels: int, config: Any = None, head_dropout: float = 0.1):
         super().__init__()
@@ -93,8 +98,17 @@ class Method(nn.Module):
         return None
 
     def loss(self, batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-        """Named scalar losses for a training batch; their sum is optimised."""
+        """Named scalar losses for a training batch (as `collate` built it, on the device); their sum is
+        optimised. Pure device work on the batch's tensors: no host lookups (its host-side `index` may be
+        absent), no reads of device values."""
         raise NotImplementedError
+
+    def collate(self, data: Encoded, index: np.ndarray, pad_id: int, min_length: int, bucket: int,
+                max_width: int | None) -> dict[str, torch.Tensor]:
+        """The training batch of the examples at `index` as CPU tensors (not pinned): bench.data.batching.collate's
+        keys (input_ids, attention_mask, labels, index) and whatever else `loss` reads per example (e.g. word
+        views). Prediction batches never come through here."""
+        return collate(data, index, pad_id, min_length, bucket=bucket, max_width=max_width)
 
     # Optional hooks -----------------------------------------------------------------------------------
     @classmethod

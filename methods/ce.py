@@ -13,6 +13,8 @@ from bench.methods.base import Method
 class CrossEntropy(Method):
     """Cross-entropy on the classifier head's logits."""
 
+    capturable = True  # tests/test_graphs.py
+
     def loss(self, batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
         logits = self.logits(batch)
         return {"ce": F.cross_entropy(logits.float(), batch["labels"])}

@@ -15,16 +15,18 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
 
+from bench.data.batching import Encoded
 from bench.errors import BenchError
 from bench.registry import METHODS
 from bench.methods.base import Method, PrepareContext
 from bench.methods.losses import (IGNORE_TOKEN, cline_bce_loss, cline_contrastive_loss, cline_token_loss,
                                   replaced_token_loss)
-from bench.methods.views import require_wordnet, stacked, word_views
+from bench.methods.views import collate_with_views, require_wordnet, with_views, word_views
 
 VARIANTS = ("released", "paper")
 RELEASED_RATE = 0.5    # released replace_word: int(0.5 x words) replaced per view, at most the candidate words
@@ -92,6 +94,8 @@ def released_token_head(dim: int) -> nn.Module:
 class CLINE(Method):
     """CE + contrastive loss against WordNet synonym/antonym views + replaced-token detection."""
 
+    capturable = True  # tests/test_graphs.py
+
     Config = CLINEConfig
     # 2: the `variant` knob (released by default). 3: the released variant runs the released objective whole
     # (its defaults became weights: learned and sentence_loss: bce; `paper` implies fixed and eq6) and draws its
@@ -120,14 +124,19 @@ class CLINE(Method):
             self.syn = word_views(context, syn_kind, self.config.syn_rate)
             self.ant = word_views(context, "ant", self.config.ant_rate)
 
-    def loss(self, batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    def collate(self, data: Encoded, index: np.ndarray, pad_id: int, min_length: int, bucket: int,
+                max_width: int | None) -> dict[str, torch.Tensor]:
+        """The training batch with its synonym and antonym views: `syn_` and `ant_` + input_ids, attention_mask,
+        replaced and candidate, all of the batch's width."""
         if self.syn is None:
             raise RuntimeError("cline needs prepare() before training")
-        device, m = batch["labels"].device, batch["labels"].shape[0]
+        return collate_with_views(data, index, pad_id, min_length, bucket, max_width,
+                                  {"syn": self.syn, "ant": self.ant})
+
+    def loss(self, batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        m = batch["labels"].shape[0]
         released = self.config.variant == "released"
-        syn = self.syn.batch(batch["index"], device)
-        ant = self.ant.batch(batch["index"], device)
-        rows = stacked(batch, syn, ant, pad_id=self.syn.pad_id)
+        rows = with_views(batch, "syn", "ant")  # originals, synonym views, antonym views: 3M rows, one width
         out = self.encode(rows)
         sentence = out.pooler if released and out.pooler is not None else out.pooled
         h = sentence.float()
@@ -136,18 +145,14 @@ class CLINE(Method):
             cts = cline_contrastive_loss(h[:m], h[m:2 * m], h[2 * m:])
         else:
             cts = 0.5 * (cline_bce_loss(h[:m], h[m:2 * m], 1.0) + cline_bce_loss(h[:m], h[2 * m:], 0.0))
-        width = rows["input_ids"].shape[1]
-
-        def widened(key: str) -> list[torch.Tensor]:
-            return [F.pad(v[key], (0, width - v[key].shape[1])) for v in (syn, ant)]
-
         if released:
-            (syn_rep, ant_rep), (syn_cand, ant_cand) = widened("replaced"), widened("candidate")
-            labels = torch.cat([token_labels(syn_rep, syn_cand, SYNONYM), token_labels(ant_rep, ant_cand, ANTONYM)])
+            labels = torch.cat([token_labels(batch["syn_replaced"], batch["syn_candidate"], SYNONYM),
+                                token_labels(batch["ant_replaced"], batch["ant_candidate"], ANTONYM)])
             rtd = cline_token_loss(self.rtd_head(out.tokens[m:]), labels)
         else:
             token_logits = self.rtd_head(out.tokens[m:]).squeeze(-1)
-            rtd = replaced_token_loss(token_logits, torch.cat(widened("replaced")), rows["attention_mask"][m:])
+            replaced = torch.cat([batch["syn_replaced"], batch["ant_replaced"]])
+            rtd = replaced_token_loss(token_logits, replaced, rows["attention_mask"][m:])
         if self.log_vars is None:
             return {"ce": ce, "cts": self.config.lambda_cts * cts, "rtd": self.config.lambda_rtd * rtd}
         return uncertainty_weighted({"ce": ce, "cts": cts, "rtd": rtd}, self.log_vars, clamped=released)

@@ -49,6 +49,8 @@ class CLConfig:
 class ContrastiveUniform(Method):
     """CE + supervised contrastive KL loss on dropout twins with a uniform label distance (CLLD's CT+CL)."""
 
+    capturable = True  # tests/test_graphs.py
+
     Config = CLConfig
     key_names = {"ce_weight": "lambda_"}  # renamed from lambda_ (same objective)
 

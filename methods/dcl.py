@@ -59,6 +59,8 @@ def mlp(config: DCLConfig, dim_in: int) -> nn.Sequential:
 class DCL(SecondView, Method):
     """CE + symmetric alignment loss against a separate EMA target network (stop-gradient)."""
 
+    capturable = True  # tests/test_graphs.py
+
     Config = DCLConfig
     # 2: the `variant` knob (the released PowerNorm by default).
     # 3: `released` PowerNorm also takes the released backward (zxlzr/DCL PowerFunction.backward, commit 8fc953e):

@@ -80,6 +80,8 @@ class LCLConfig:
 class LCL(SecondView, Method):
     """CE + label-aware contrastive loss weighted by a helper classifier's (undetached) class probabilities."""
 
+    capturable = True  # tests/test_graphs.py
+
     Config = LCLConfig
     key_names = {"ce_weight": "lambda_"}  # renamed from lambda_ (same objective)
     # 2: the `variant` knob (released by default: cross-entropy over all 2M rows). 3: the `head` knob (released

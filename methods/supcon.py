@@ -45,6 +45,8 @@ class SupCon(Method):
     """CE + supervised contrastive loss on L2-normalised sentence vectors (anchors without positives skipped
     under `paper`, counted as 0 under `released`)."""
 
+    capturable = True  # tests/test_graphs.py
+
     Config = SupConConfig
     # 2: the `variant` knob (paper by default: the objective is unchanged).
     # 3: `released` follows SupContrast's fixed loss (commit 72fd989): an anchor without a positive adds 0 and

@@ -12,8 +12,10 @@ import torch
 from torch import nn
 
 from bench.data.augment import augment_texts
-from bench.data.batching import Encoded, collate, padded_matrix, take_padded, to_device
+from bench.data.batching import Encoded, batch_width, collate, padded_matrix, take_padded
 from bench.methods.base import PrepareContext
+
+ROW_KEYS = ("input_ids", "attention_mask")  # what the encoder reads of a batch or of a view
 
 
 def projection_head(kind: str, dim: int) -> nn.Module:
@@ -28,20 +30,6 @@ def projection_head(kind: str, dim: int) -> nn.Module:
 def doubled(batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
     """The batch stacked on itself (2M rows): one forward pass gives two independent dropout views."""
     return {k: torch.cat([v, v]) for k, v in batch.items()}
-
-
-def stacked(*batches: dict[str, torch.Tensor], pad_id: int) -> dict[str, torch.Tensor]:
-    """Several padded batches (same keys) padded to a common width and concatenated along rows."""
-    width = max(b["input_ids"].shape[1] for b in batches)
-
-    def widen(t: torch.Tensor, fill: int) -> torch.Tensor:
-        return nn.functional.pad(t, (0, width - t.shape[1]), value=fill) if t.ndim == 2 else t
-
-    out = {}
-    for key in batches[0]:
-        fill = pad_id if key == "input_ids" else 0
-        out[key] = torch.cat([widen(b[key], fill) for b in batches])
-    return out
 
 
 @dataclass
@@ -63,18 +51,47 @@ class TokenViews:
         candidate = self.candidate if self.candidate is not None else [[0] * len(r) for r in self.replaced]
         self.candidate_matrix = padded_matrix(candidate, self.encoded.lengths, np.float32)
 
-    def batch(self, index: torch.Tensor, device: torch.device) -> dict[str, torch.Tensor]:
-        """The views of the training examples at `index` (a host tensor), padded, with `replaced` and `candidate`
-        (B, T) tensors."""
-        idx = index.numpy()  # a host tensor: reading it never waits for the GPU
-        out = collate(self.encoded, idx, self.pad_id, self.min_length, bucket=self.bucket, max_width=self.max_width,
-                      pin=device.type == "cuda")
-        width, lengths = out["input_ids"].shape[1], self.encoded.lengths[idx]
-        for key, matrix in (("replaced", self.replaced_matrix), ("candidate", self.candidate_matrix)):
-            out[key] = torch.from_numpy(take_padded(matrix, idx, width, lengths, 0.0))
-            if device.type == "cuda":
-                out[key] = out[key].pin_memory()
-        return to_device(out, device)
+    def width(self, index: np.ndarray) -> int:
+        """The width the views at `index` would be padded to alone (as the Trainer pads a batch)."""
+        return batch_width(self.encoded, index, self.min_length, self.bucket, self.max_width)
+
+    def rows(self, index: np.ndarray, width: int, flags: bool = True) -> dict[str, torch.Tensor]:
+        """The views of the training examples at `index` padded to `width` (at least `width(index)`), as CPU
+        tensors: input_ids and attention_mask, and with `flags` the (B, width) float32 `replaced` and
+        `candidate` flags (0 on padding)."""
+        index = np.asarray(index, dtype=np.int64)
+        out = collate(self.encoded, index, self.pad_id, self.min_length, pad_to=width)
+        out = {key: out[key] for key in ROW_KEYS}
+        if flags:
+            lengths = self.encoded.lengths[index]
+            for key, matrix in (("replaced", self.replaced_matrix), ("candidate", self.candidate_matrix)):
+                out[key] = torch.from_numpy(take_padded(matrix, index, width, lengths, 0.0))
+        return out
+
+
+def collate_with_views(data: Encoded, index: np.ndarray, pad_id: int, min_length: int, bucket: int,
+                       max_width: int | None, views: dict[str, TokenViews], flags: bool = True
+                       ) -> dict[str, torch.Tensor]:
+    """A training batch (bench.data.batching.collate's keys) and, for each `prefix: views` of `views`, the rows
+    of those views at `index` under `<prefix>_input_ids`, `<prefix>_attention_mask` and, with `flags`,
+    `<prefix>_replaced` and `<prefix>_candidate`; all padded to one width: the widest any of them would have
+    alone. CPU tensors, not pinned."""
+    index = np.asarray(index, dtype=np.int64)
+    width = max([batch_width(data, index, min_length, bucket, max_width)] + [v.width(index) for v in views.values()])
+    batch = collate(data, index, pad_id, min_length, pad_to=width)
+    for prefix, view in views.items():
+        batch.update({f"{prefix}_{key}": value for key, value in view.rows(index, width, flags).items()})
+    return batch
+
+
+def with_views(batch: dict[str, torch.Tensor], *prefixes: str) -> dict[str, torch.Tensor]:
+    """input_ids and attention_mask of the batch's rows followed by those of its views `prefixes` (the keys
+    `collate_with_views` adds; one width, so a plain concatenation): (1 + len(prefixes)) M rows."""
+    for prefix in prefixes:
+        if f"{prefix}_input_ids" not in batch:
+            raise RuntimeError(f"the batch has no {prefix!r} views: build it with the method's `collate` "
+                               "(Trainer.batch does), after prepare()")
+    return {key: torch.cat([batch[key], *(batch[f"{prefix}_{key}"] for prefix in prefixes)]) for key in ROW_KEYS}
 
 
 def word_views(context: PrepareContext, kind: str, rate: float, quota: str = "content",
@@ -92,13 +109,6 @@ def word_views(context: PrepareContext, kind: str, rate: float, quota: str = "co
                       context.bucket, context.max_width, candidate)
 
 
-def with_second_view(batch: dict[str, torch.Tensor], views: TokenViews | None) -> dict[str, torch.Tensor]:
-    """2M rows: the batch followed by its word-substitution views, or by itself (a dropout twin) without views."""
-    if views is None:
-        return doubled(batch)
-    return stacked(batch, views.batch(batch["index"], batch["labels"].device), pad_id=views.pad_id)
-
-
 def require_wordnet() -> None:
     """Fail before any shard starts when WordNet is missing (the error says how to install it)."""
     from bench.data.wordnet import load_wordnet
@@ -108,7 +118,7 @@ def require_wordnet() -> None:
 
 class SecondView:
     """Mixin for methods with a second view per example: WordNet synonyms at `config.syn_rate` when
-    `config.views == "synonym"`, else a dropout twin."""
+    `config.views == "synonym"` (collated into the batch under `syn_` keys), else a dropout twin."""
 
     views: TokenViews | None = None
 
@@ -121,6 +131,17 @@ class SecondView:
         if self.config.views == "synonym":
             self.views = word_views(context, "syn", self.config.syn_rate)
 
+    def collate(self, data: Encoded, index: np.ndarray, pad_id: int, min_length: int, bucket: int,
+                max_width: int | None) -> dict[str, torch.Tensor]:
+        """The training batch, with its synonym views (`syn_input_ids`, `syn_attention_mask`) when
+        `views: synonym`."""
+        if self.config.views != "synonym":
+            return super().collate(data, index, pad_id, min_length, bucket, max_width)
+        if self.views is None:
+            raise RuntimeError(f"{type(self).__name__.lower()} with views: synonym needs prepare() before training")
+        return collate_with_views(data, index, pad_id, min_length, bucket, max_width, {"syn": self.views},
+                                  flags=False)
+
     def paired_rows(self, batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-        """2M rows: the batch, then its second views."""
-        return with_second_view(batch, self.views)
+        """2M rows: the batch, then its second views (its synonym views, or itself: a dropout twin)."""
+        return with_views(batch, "syn") if self.config.views == "synonym" else doubled(batch)

@@ -165,6 +165,10 @@ CASES = {
                                             "mine"]),
     "card-typo-with-data-dir": (data_dir_with("trek"), ["unknown dataset 'trek'", "Did you mean 'trec'?"]),
     "bad-setting": (lambda p: ["--epochs", "0"], ["--epochs must be >= 1"]),
+    "cuda-graphs-on-a-cpu": (lambda p: ["--cuda-graphs", "on", "--device", "cpu"],
+                             ["--cuda-graphs on needs a CUDA device", "--cuda-graphs auto"]),
+    "cuda-graphs-with-compile": (lambda p: ["--cuda-graphs", "on", "--compile"],
+                                 ["--cuda-graphs on and --compile exclude each other"]),
 }
 
 

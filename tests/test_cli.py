@@ -220,6 +220,17 @@ def test_out_of_memory_fails_the_shard_with_advice(cli, tiny, results, monkeypat
     assert not list(results.glob("*/rows.json"))
 
 
+def test_cuda_graphs_are_recorded_with_the_reason_and_stay_out_of_the_run_key(cli, tiny, results):
+    assert cli("run", "--methods", "ce", "--datasets", tiny, *FAST)[0] == 0
+    stored = json.loads(next(results.glob("*/rows.json")).read_text())
+    (row,) = [r for r in stored if r["metric"] == "accuracy" and r["split"] == "test"]
+    assert row["cuda_graphs"] == "off: a CPU"
+    log = json.loads(next(results.glob("*/train_log.json")).read_text())
+    assert log["cuda_graphs"] == "off: a CPU" and log["graph_capture_seconds"] == []
+    code, _, err = cli("run", "--methods", "ce", "--datasets", tiny, *FAST, "--cuda-graphs", "off")
+    assert code == 0 and "skipped" in err  # same run key whatever --cuda-graphs says
+
+
 def test_compile_flag_compiles_the_encoder_in_place_and_keeps_the_run_key(cli, tiny, results, monkeypatch):
     """--compile reaches each layer of the encoder (nn.Module.compile, parameter names unchanged) and is not part
     of the key."""

@@ -10,7 +10,7 @@ import torch
 
 from bench.running import shard as shard_module
 from bench.training import trainer as trainer_module
-from bench.training.trainer import autocast_dtype, deterministic_kernels, resolve_device
+from bench.training.setup import autocast_dtype, deterministic_kernels, resolve_device
 from conftest import FAST
 
 CUDA = torch.device("cuda")  # a device object only: nothing is allocated on it

@@ -282,7 +282,7 @@ def test_cpu_only_says_what_trains_and_how_to_get_a_gpu(monkeypatch):
 @pytest.mark.parametrize("precision", ["auto", "fp32", "bf16"])
 @pytest.mark.parametrize("device", ["cpu", "cuda"])
 def test_the_precision_line_agrees_with_the_trainer(precision, device):
-    from bench.training.trainer import autocast_dtype
+    from bench.training.setup import autocast_dtype
 
     expected = "bf16" if autocast_dtype(precision, torch.device(device)) is torch.bfloat16 else "fp32"
     assert checks.training_dtype(precision, device) == expected

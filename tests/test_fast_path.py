@@ -17,7 +17,8 @@ from bench.encoders.models import build_encoder
 from bench.registry import METHODS
 from bench.spec import TrainConfig
 from bench.training.syncs import HostSyncCounter
-from bench.training.trainer import Trainer, seed_everything
+from bench.training.trainer import Trainer
+from bench.training.setup import seed_everything
 from bench.methods.base import PrepareContext
 from bench.methods.views import TokenViews
 
@@ -72,10 +73,14 @@ def test_token_views_pad_flags_like_the_per_example_loop():
     token_ids = [[2, 5, 6, 3], [2, 7, 3], [2, 8, 9, 9, 9, 3]]
     replaced = [[0, 1, 0, 0], [0, 0, 0], [0, 1, 1, 0, 1, 0]]
     views = TokenViews(Encoded(token_ids, np.zeros(3, dtype=np.int64)), replaced, pad_id=0, min_length=1, bucket=4)
-    out = views.batch(torch.tensor([1, 2]), torch.device("cpu"))
-    assert out["input_ids"].shape == (2, 8)
-    assert out["replaced"].tolist() == [[0, 0, 0, 0, 0, 0, 0, 0], [0, 1, 1, 0, 1, 0, 0, 0]]
-    assert out["index"].device.type == "cpu"
+    index = np.array([1, 2])
+    assert views.width(index) == 8
+    out = views.rows(index, 12)  # widened to a common width: flags 0 and the pad id on the padding
+    assert set(out) == {"input_ids", "attention_mask", "replaced", "candidate"}
+    assert out["input_ids"].shape == (2, 12) and out["input_ids"][0, 3:].eq(0).all()
+    assert out["replaced"].tolist() == [[0] * 12, [0, 1, 1, 0, 1, 0] + [0] * 6]
+    assert out["attention_mask"].sum(1).tolist() == [3, 6] and not out["candidate"].any()
+    assert set(views.rows(index, 8, flags=False)) == {"input_ids", "attention_mask"}
 
 
 # ----------------------------------------------------------------------------------------------- host syncs

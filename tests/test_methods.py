@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from bench.data.batching import Encoded, collate
+from bench.data.batching import Encoded
 from bench.data.loading import load_dataset
 from bench.encoders.models import build_encoder
 from bench.errors import BenchError
@@ -34,7 +34,7 @@ def build(name, tmp_path, **knobs):
     method = cls(bundle.model, data.num_labels, config)
     method.prepare(PrepareContext(data.train.texts, data.label_names, bundle, 1, tmp_path / "cache", tmp_path))
     train = Encoded(bundle.tokenize(data.train.texts), data.train.labels)
-    batch = collate(train, np.arange(8), bundle.pad_id)
+    batch = method.collate(train, np.arange(8), bundle.pad_id, 1, 0, None)  # with its views, as the Trainer's
     return method, batch, data
 
 
@@ -232,7 +232,7 @@ def test_dcl_target_gets_no_gradient_and_follows_the_ema(tmp_path):
 
 def test_cline_views_and_replaced_tokens(tmp_path):
     method, batch, data = build("cline", tmp_path, variant="paper")
-    syn = method.syn.batch(batch["index"], torch.device("cpu"))
+    syn = method.syn.rows(batch["index"].numpy(), batch["input_ids"].shape[1])
     assert syn["replaced"].sum() > 0
     assert syn["replaced"][:, 0].sum() == 0  # [CLS] is never "replaced"
     method.encoder = CountingEncoder(method.encoder)
@@ -248,7 +248,7 @@ def test_cline_released_views_flag_candidate_words_and_score_them_three_ways(tmp
     method, batch, _ = build("cline", tmp_path)  # the default: variant released
     assert method.config.variant == "released" and method.rtd_head[-1].out_features == 3
     for views, cls in ((method.syn, SYNONYM), (method.ant, ANTONYM)):
-        view = views.batch(batch["index"], torch.device("cpu"))
+        view = views.rows(batch["index"].numpy(), batch["input_ids"].shape[1])
         assert view["candidate"][:, 0].sum() == 0 and view["candidate"].sum() >= view["replaced"].sum() > 0
         assert bool((view["candidate"] >= view["replaced"]).all())  # every replaced token is a candidate's
         labels = token_labels(view["replaced"], view["candidate"], cls)

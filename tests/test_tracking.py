@@ -21,7 +21,8 @@ from bench.data.loading import load_dataset
 from bench.encoders.models import build_encoder
 from bench.registry import METHODS
 from bench.spec import TrainConfig
-from bench.training.trainer import Trainer, seed_everything
+from bench.training.trainer import Trainer
+from bench.training.setup import seed_everything
 from bench.errors import BenchError
 from bench.training import tracking
 from bench.training.tracking import Tracker, parse_report_to, tracked

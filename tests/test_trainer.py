@@ -8,7 +8,8 @@ from bench.encoders.models import build_encoder
 from bench.errors import BenchError
 from bench.registry import METHODS
 from bench.spec import TrainConfig
-from bench.training.trainer import Trainer, linear_schedule, seed_everything
+from bench.training.trainer import Trainer
+from bench.training.setup import linear_schedule, seed_everything
 from conftest import FIXTURE
 from bench.methods.base import Method
 
@@ -150,7 +151,7 @@ def test_schedule_against_transformers():
     import torch
     from transformers import get_linear_schedule_with_warmup
 
-    from bench.training.trainer import linear_schedule
+    from bench.training.setup import linear_schedule
 
     for warmup, total in ((6, 100), (1, 10), (0, 20), (10, 11)):
         ours = linear_schedule(warmup, total)

@@ -107,8 +107,10 @@ class FakeWordViews:
         return token_views(ANT_IDS, ANT_REPLACED, ANT_CANDIDATE)
 
 
-def make_batch() -> dict[str, torch.Tensor]:
-    return collate(Encoded(TRAIN_IDS, np.array(TRAIN_LABELS)), np.array(INDEX), PAD)
+def make_batch(method=None) -> dict[str, torch.Tensor]:
+    """The batch of INDEX: plain (prediction), or a training batch as `method` collates it (its word views added)."""
+    data, index = Encoded(TRAIN_IDS, np.array(TRAIN_LABELS)), np.array(INDEX)
+    return collate(data, index, PAD) if method is None else method.collate(data, index, PAD, 1, 0, None)
 
 
 def fill_parameters(module: nn.Module, seed: int) -> nn.Module:
@@ -244,7 +246,7 @@ def check(method, reference, batch=None, must_train=("encoder.emb.weight", "head
     """Run the method's loss on the batch; compare each named term with `reference(P, B)` (a dict of float64
     terms built from the parameter leaves P and buffers B as they were before the call) and the gradient of the
     summed terms (what the Trainer optimises) w.r.t. every trainable parameter. Returns (losses, expected)."""
-    batch = make_batch() if batch is None else batch
+    batch = make_batch(method) if batch is None else batch
     P, B = snapshot(method)
     method.zero_grad(set_to_none=True)
     losses = method.loss(batch)
@@ -659,7 +661,7 @@ def test_dcl_pairs_each_prediction_with_the_other_views_target(views, tmp_path, 
     seen = {}
     method.predictor.register_forward_hook(lambda mod, inp, out: seen.__setitem__("prediction", out))
     method.target_projector.register_forward_hook(lambda mod, inp, out: seen.__setitem__("target", out))
-    align = method.loss(make_batch())["align"].item()
+    align = method.loss(make_batch(method))["align"].item()
     p, z = seen["prediction"].detach().to(D64), seen["target"].detach().to(D64)
     assert p.shape == z.shape == (2 * M, 4)
     crossed = lam * (align_ref(p[:M], z[M:]) + align_ref(p[M:], z[:M])).item()

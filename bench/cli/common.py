@@ -223,6 +223,10 @@ def request_fields(args: argparse.Namespace, file_run: dict[str, Any], data_dir:
         as_list(file_run["evaluators"]) if "evaluators" in file_run else None)
     save = args.save_model if getattr(args, "save_model", None) is not None else bool(file_run.get("save_model", True))
     compiled = bool(getattr(args, "compile", None) or file_run.get("compile", False))
+    graphs = getattr(args, "cuda_graphs", None)
+    graphs = str(file_run.get("cuda_graphs", "auto")) if graphs is None else graphs
+    if graphs not in ("auto", "on", "off"):
+        raise BenchError(f"cuda_graphs is auto, on or off, got {graphs!r}")
     bucket = getattr(args, "length_bucket", None)
     bucket = file_run.get("length_bucket") if bucket is None else bucket
     if bucket is not None and (isinstance(bucket, bool) or not isinstance(bucket, int) or bucket < 0):
@@ -242,8 +246,8 @@ def request_fields(args: argparse.Namespace, file_run: dict[str, Any], data_dir:
     report_to = parse_report_to(file_run.get("report_to") if report_to is None else report_to)
     require_packages(report_to)  # a missing package fails now, before anything trains
     return {"evaluators": tuple(evaluator_names(names, evaluators)), "options": eval_options(args, file_run, data_dir),
-            "save_model": save, "explicit": names not in (None, ["all"]), "compile": compiled, "length_bucket": bucket,
-            "deterministic": deterministic, "report_to": report_to, "checkpoint_every_s": every}
+            "save_model": save, "explicit": names not in (None, ["all"]), "compile": compiled, "cuda_graphs": graphs,
+            "length_bucket": bucket, "deterministic": deterministic, "report_to": report_to, "checkpoint_every_s": every}
 
 
 def shard_request(args: argparse.Namespace, file_run: dict[str, Any], data_dir: str | None) -> Any:

@@ -54,7 +54,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     from bench.results.store import find_runs
     from bench.running.evaluation import build_evaluators
     from bench.running.rescoring import check_scorable, rescore
-    from bench.training.trainer import resolve_device
+    from bench.training.setup import resolve_device
 
     request = shard_request(args, {}, args.data_dir)
     evaluators = build_evaluators(list(request.evaluators))
@@ -125,7 +125,7 @@ def evaluate_model(args: argparse.Namespace, request: Any, results_dir: Any) -> 
     """`--model`: score an outside model on each dataset (clean rows, then the evaluators) and print the results."""
     from bench.reporting.summary import evaluation_table
     from bench.running.external import evaluate_external
-    from bench.training.trainer import resolve_device
+    from bench.training.setup import resolve_device
 
     device = resolve_device(args.device)
     outcomes: list[Any] = []

@@ -36,7 +36,7 @@ def cmd_export(args: argparse.Namespace) -> int:
     check_output_folder(args.folder, "export folder", "DIR")  # before torch is imported
     from bench.results.store import find_runs
     from bench.running.export import export_run
-    from bench.training.trainer import resolve_device
+    from bench.training.setup import resolve_device
 
     runs = find_runs(resolve_results_dir(args.results_dir), [args.run])
     if len(runs) != 1:

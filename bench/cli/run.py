@@ -111,6 +111,10 @@ def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
     run.add_argument("--compile", action="store_true", default=None,
                      help="torch.compile the encoder's repeated layer once for all layers, with dynamic shapes "
                           "(faster on GPU after warm-up; not in the run key)")
+    run.add_argument("--cuda-graphs", choices=("auto", "on", "off"), default=None,
+                     help="replay each training step and prediction batch as a CUDA graph captured per batch width "
+                          "(auto, the default: on CUDA for every method whose step is capturable, off with --compile "
+                          "and on a CPU; on: fail where not possible); recorded in each row, not in the run key")
     run.add_argument("--length-bucket", type=int, default=None, metavar="N",
                      help="pad each batch to a multiple of N tokens (0: to its longest example; default: 16 with "
                           "--compile, 8 on a GPU, 0 on a CPU; not in the run key)")

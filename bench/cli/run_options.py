@@ -156,6 +156,7 @@ def checked_run_options(args: argparse.Namespace, check_encoders: bool = True
         reports_dir=DEMO_REPORTS if demo else None,
     )
     check_set_targets(args.assignments, opts.methods, registry("method"))
+    check_cuda_graphs(request["cuda_graphs"], opts.device, request["compile"])
     check_sweep(opts, bool(getattr(args, "yes", None) or file_run.get("yes", False)))
     check_plan(opts, check_encoders)
     from bench.cli.export import save_formats  # --save-format: how weights are kept, not what is trained
@@ -165,6 +166,18 @@ def checked_run_options(args: argparse.Namespace, check_encoders: bool = True
     given = ",".join(map(str, given)) if isinstance(given, list) else given  # a config file's list
     request["save_format"] = save_formats(None if given is None else str(given), request["save_model"], opts)
     return opts, request
+
+
+def check_cuda_graphs(mode: str, device: str, compiled: bool) -> None:
+    """`--cuda-graphs on` with a device or a setting that rules graphs out fails before anything runs (a CUDA
+    device that turns out to be missing fails each shard with the reason)."""
+    if mode != "on":
+        return
+    if device not in ("auto", "cuda") and not device.startswith("cuda:"):
+        raise BenchError(f"--cuda-graphs on needs a CUDA device, got --device {device}; use --cuda-graphs auto")
+    if compiled:
+        raise BenchError("--cuda-graphs on and --compile exclude each other (a compiled encoder is not captured "
+                         "whole); drop one, or use --cuda-graphs auto")
 
 
 def whole_number(flag: str, given: Any, from_file: Any) -> int:

@@ -107,6 +107,14 @@ def take_padded(matrix: np.ndarray, index: np.ndarray, width: int, lengths: np.n
     return np.where(np.arange(width)[None, :] < lengths[:, None], rows, rows.dtype.type(fill))
 
 
+def batch_width(data: Encoded, index: np.ndarray, min_length: int = 1, bucket: int = 0,
+                max_width: int | None = None) -> int:
+    """The width `collate` pads the examples at `index` to: their longest (at least `min_length`), rounded up as
+    `bucket_width` says."""
+    longest = max(int(data.lengths[np.asarray(index, dtype=np.int64)].max()), min_length)
+    return bucket_width(longest, bucket, max_width)
+
+
 def collate(data: Encoded, index: np.ndarray, pad_id: int, min_length: int = 1, pad_to: int | None = None,
             bucket: int = 0, max_width: int | None = None, pin: bool = False) -> dict[str, torch.Tensor]:
     """Pad the examples at `index` to the longest of them (rounded up to a multiple of `bucket`, see
@@ -114,8 +122,7 @@ def collate(data: Encoded, index: np.ndarray, pad_id: int, min_length: int = 1, 
     with `pin`, for a non-blocking copy to a GPU)."""
     index = np.asarray(index, dtype=np.int64)
     lengths = data.lengths[index]
-    longest = max(int(lengths.max()), min_length)
-    width = bucket_width(longest, bucket, max_width) if pad_to is None else pad_to
+    width = batch_width(data, index, min_length, bucket, max_width) if pad_to is None else pad_to
     input_ids = take_padded(data.matrix, index, width, lengths, pad_id)
     mask = (np.arange(width)[None, :] < lengths[:, None]).astype(np.int64)
     batch = {"input_ids": torch.from_numpy(input_ids), "attention_mask": torch.from_numpy(mask),
@@ -130,6 +137,7 @@ def pinned(batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
 
 
 def to_device(batch: dict[str, torch.Tensor], device: torch.device) -> dict[str, torch.Tensor]:
-    """Copy a batch to `device` without waiting (non-blocking from pinned memory); `index` stays on the host,
-    where methods look up per-example data (word views) without a device-to-host synchronisation."""
+    """Copy a batch to `device` without waiting (non-blocking from pinned memory); `index` (which training example
+    each row is) stays on the host: a training step reads only the device tensors (a method adds per-example
+    data such as word views when it collates, `Method.collate`)."""
     return {k: v if k == "index" else v.to(device, non_blocking=True) for k, v in batch.items()}

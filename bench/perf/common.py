@@ -29,7 +29,8 @@ from bench.data.loading import TextData, load_dataset
 from bench.encoders.models import EncoderBundle, build_encoder
 from bench.registry import METHODS
 from bench.spec import TrainConfig
-from bench.training.trainer import Trainer, deterministic_kernels, seed_everything
+from bench.training.trainer import Trainer
+from bench.training.setup import deterministic_kernels, seed_everything
 from bench.methods.base import Method, PrepareContext
 
 
@@ -87,11 +88,12 @@ class Prepared(NamedTuple):
 
 
 def prepare(args: argparse.Namespace, method: str = "ce", bucket: int | None = None, compile: bool | None = None,
-            seed: int = 0) -> Prepared:
+            seed: int = 0, graph_step: bool = False) -> Prepared:
     """A `method` model (default CE) on the encoder and a training subset of the dataset (--steps batches),
     in a Trainer set up as a real shard's: deterministic kernels on a CPU only (slow kernels on a GPU are not
     what shards run), length bucket `bucket` (default: --length-bucket, else `auto_bucket` for the device),
-    the encoder compiled when `compile` (default: --compile; backend --compile-backend). `seed` orders batches."""
+    the encoder compiled when `compile` (default: --compile; backend --compile-backend). `seed` orders batches;
+    `graph_step`: the Trainer's graph-ready step (CUDA graphs on a GPU)."""
     device = torch.device(args.device)
     compile = bool(getattr(args, "compile", False)) if compile is None else compile
     if bucket is None:
@@ -107,7 +109,8 @@ def prepare(args: argparse.Namespace, method: str = "ce", bucket: int | None = N
     encoded = Encoded(bundle.tokenize(data.train.texts[:n]), data.train.labels[:n])
     model = build_method(method, bundle, data, data.train.texts[:n], bucket, cfg.max_length)
     compiled = compile_encoder(model.encoder, getattr(args, "compile_backend", "inductor")) if compile else ""
-    trainer = Trainer(model, cfg, device, bundle.pad_id, seed, bundle.min_length, progress=False, bucket=bucket)
+    trainer = Trainer(model, cfg, device, bundle.pad_id, seed, bundle.min_length, progress=False, bucket=bucket,
+                      graph_step=graph_step)
     return Prepared(trainer, encoded, cfg, compiled)
 
 

@@ -39,7 +39,8 @@ def compile_one(args: argparse.Namespace, name: str, bucket: int) -> dict:
 
     eager, data, cfg, _ = prepare(args, name, bucket=bucket, compile=False)
     rng = np.random.default_rng([0, 0])
-    batches = [eager.batch(data, index) for index in length_grouped_batches(data.lengths, cfg.batch_size, rng)]
+    batches = [eager.batch(data, index, training=True)
+               for index in length_grouped_batches(data.lengths, cfg.batch_size, rng)]
     trainers = {"eager": (eager, eager.optimizer())}
     entry: dict[str, Any] = {"steps_per_round": len(batches),
                              "batch_widths": sorted({int(b["input_ids"].shape[1]) for b in batches})}

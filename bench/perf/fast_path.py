@@ -44,8 +44,8 @@ def old_epoch(trainer: Trainer, data: Encoded, epoch: int, optimizer: torch.opti
     """The loop before the fast path, the baseline of `short-texts`: the same batches and the same step
     (Trainer.step) as Trainer.train_epoch, but per-example collation, no pinned memory, and the running loss read
     to the host (`float`) every 10 steps; run with the AdamW the old loop had, the device default (fused on a GPU),
-    so that the fast path is not credited with a fused optimiser it did not bring. (`index` stays on the host,
-    where today's methods read it; the old loop copied it to the device too, which only ce tolerates.)"""
+    so that the fast path is not credited with a fused optimiser it did not bring. (`index` stays on the host, as
+    Trainer.batch leaves it; the old loop copied it to the device too. Plain collation: `ce` only, no views.)"""
     trainer.method.train()
     batches = length_grouped_batches(data.lengths, trainer.cfg.batch_size, np.random.default_rng([trainer.seed, epoch]))
     sums: dict[str, torch.Tensor] = {}

@@ -23,7 +23,8 @@ from bench.perf.common import (build_method, constant_schedule, prepare, rotated
                                timed, trainer_epoch)
 from bench.registry import METHODS
 from bench.spec import TrainConfig
-from bench.training.trainer import Trainer, deterministic_kernels, seed_everything
+from bench.training.trainer import Trainer
+from bench.training.setup import deterministic_kernels, seed_everything
 from bench.running.walltime import INHERENT_PASSES
 
 
@@ -107,7 +108,7 @@ def methods_step(args: argparse.Namespace) -> dict:
             compile_encoder(method.encoder, args.compile_backend)
         trainer = Trainer(method, cfg, device, bundle.pad_id, 0, bundle.min_length, progress=False, bucket=bucket)
         train = Encoded(bundle.tokenize(data.train.texts), data.train.labels)
-        batches[name] = trainer.batch(train, index)
+        batches[name] = trainer.batch(train, index, training=True)
         trainers[name] = (trainer, trainer.optimizer())
         trainer.method.train()
     work = {name: encoder_work(trainers[name][0], batches[name]) for name in names}

@@ -20,7 +20,8 @@ from bench.data.batching import Encoded
 from bench.perf.common import (constant_schedule, device_name, one_line, peak_tflops, prepare, round_line, say,
                                sync, trainer_epoch)
 from bench.perf.hf_baseline import hf_trainer
-from bench.training.trainer import Trainer, autocast_dtype
+from bench.training.trainer import Trainer
+from bench.training.setup import autocast_dtype
 from bench.running.walltime import training_flops
 
 

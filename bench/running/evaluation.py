@@ -255,7 +255,7 @@ def load_run_classifier(run_dir: Path, spec: RunSpec, data: TextData, device: to
     """The run's trained classifier, rebuilt from its encoder and saved weights (no retraining)."""
     from bench.data.batching import auto_bucket
     from bench.encoders.models import build_encoder
-    from bench.training.trainer import autocast_dtype
+    from bench.training.setup import autocast_dtype
     from bench.methods.base import Method
 
     require_model(run_dir / MODEL_FILE)  # before the (slow) encoder build

@@ -20,6 +20,7 @@ from bench.results import faults, lease, stopping, store
 from bench.data.batching import Encoded, auto_bucket
 from bench.data.bounds import TextBound, bound_data
 from bench.training.compile import compile_encoder
+from bench.training.graphs import graphs_decision
 from bench.data.loading import TextData
 from bench.encoders.models import build_encoder
 from bench.errors import BenchError
@@ -34,7 +35,8 @@ from bench.registry import METHODS
 from bench.spec import RunSpec
 from bench.training.token_cache import tokenize_cached
 from bench.training.checkpoint_policy import default_checkpoint_every_s
-from bench.training.trainer import Trainer, deterministic_kernels, resolve_device, seed_everything
+from bench.training.trainer import Trainer
+from bench.training.setup import deterministic_kernels, resolve_device, seed_everything
 from bench.training.tracking import Tracker, tracked
 from bench.methods.base import PrepareContext
 
@@ -72,6 +74,7 @@ class ShardRequest:
     save_model: bool = True
     explicit: bool = True  # evaluators named by the user (False: the default, every evaluator that fits)
     compile: bool = False  # torch.compile the encoder (speed only: not part of the run key)
+    cuda_graphs: str = "auto"  # whole-step CUDA graphs: auto | on | off (bench.training.graphs; not in the key)
     length_bucket: int | None = None  # batch widths rounded up to a multiple of this; None: `auto_bucket`
     deterministic: bool = False  # strict deterministic kernels on any device (`deterministic_kernels`; not in the key)
     save_format: tuple[str, ...] = ("pt",)  # model.pt and/or hf/ (bench.running.export; not in the key)
@@ -260,7 +263,11 @@ def train_and_evaluate(spec: RunSpec, data: TextData, run_dir: Path, device_name
                           getattr(data, s).labels) for s in ("train", "validation", "test")}
     phases["tokenize_seconds"] = time.perf_counter() - clock
     compiled = compile_encoder(method.encoder) if request.compile else ""
-    trainer = Trainer(method, spec.train, device, bundle.pad_id, spec.seed, bundle.min_length,
+    try:
+        graphed, cuda_graphs = graphs_decision(request.cuda_graphs, device, method, bool(compiled))
+    except ValueError as exc:
+        raise BenchError(str(exc)) from exc
+    trainer = Trainer(method, spec.train, device, bundle.pad_id, spec.seed, bundle.min_length, graph_step=graphed,
                       checkpoint=run_dir / CHECKPOINT, progress=progress, desc=spec.key, bucket=bucket,
                       tracker=tracker, checkpoint_every_s=default_checkpoint_every_s()
                       if request.checkpoint_every_s is None else request.checkpoint_every_s)
@@ -285,7 +292,8 @@ def train_and_evaluate(spec: RunSpec, data: TextData, run_dir: Path, device_name
         "history": fit.history, "best_epoch": fit.best_epoch, "best_val_accuracy": fit.best_val_accuracy,
         "resumed_from_epoch": fit.resumed_from_epoch, "stopped_early": fit.stopped_early,
         "encoder": bundle.info, "phases": {k: round(v, 3) for k, v in phases.items()},
-        "compiled": compiled, "length_bucket": bucket, "deterministic": deterministic, "collapsed": collapsed,
+        "compiled": compiled, "cuda_graphs": cuda_graphs, "graph_capture_seconds": trainer.capture_seconds(),
+        "length_bucket": bucket, "deterministic": deterministic, "collapsed": collapsed,
         "texts_cut": data.texts_cut, "checkpoint_seconds": round(trainer.checkpoint_seconds, 3)})
     if fit.method_state:
         store.write_json(run_dir / store.METHOD_STATE, fit.method_state)
@@ -299,6 +307,7 @@ def train_and_evaluate(spec: RunSpec, data: TextData, run_dir: Path, device_name
             **{k: round(v, 2) for k, v in phases.items()},  # this process's fixed costs (build, tokenise, test)
             "collapsed": int(bool(collapsed)),  # 1: the model predicts one class whatever the input
             "compiled": compiled, "length_bucket": bucket,  # speed settings: not in the run key, recorded here
+            "cuda_graphs": cuda_graphs,  # "on", or "off: <why>" (bench.training.graphs.graphs_decision)
             "deterministic": int(deterministic),  # 1: deterministic kernels (a CPU, or --deterministic)
             "texts_cut": sum(data.texts_cut.values()),  # texts longer than max_length tokens, cut (bench.data.bounds)
             **fit.method_fields,  # how the method trained (Method.row_fields, e.g. clld-adaptive's ldm_updates)

@@ -5,15 +5,14 @@ and the choice of deterministic kernels."""
 from __future__ import annotations
 
 import contextlib
-import copy
+import functools
 import logging
 import math
 import os
-import random
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 import torch
@@ -26,103 +25,14 @@ from bench.spec import TrainConfig
 from bench.results import stopping
 from bench.results.store import atomic_torch_save
 from bench.training.clipping import clip_gradients_
+from bench.training.setup import (autocast_dtype, cpu_copy, linear_schedule, out_of_memory_as_error, rng_state,
+                                  set_rng_state)
+from bench.training.graphs import StepGraphs, float_learning_rates, tensor_learning_rates
 from bench.training.tracking import Tracker
 from bench.methods.base import Method, Progress, validation_steps
 
 log = logging.getLogger(__name__)
 LOG_EVERY = 50  # steps between reads of the loss on the host (the only host synchronisation in training)
-
-
-@contextlib.contextmanager
-def out_of_memory_as_error(batch_size: int, max_length: int):
-    """Turn a CUDA or CPU out-of-memory error into a one-line BenchError."""
-    try:
-        yield
-    except (torch.OutOfMemoryError, RuntimeError) as exc:
-        if isinstance(exc, torch.OutOfMemoryError) or "can't allocate memory" in str(exc):
-            raise BenchError(f"out of memory at batch size {batch_size} (max length {max_length}); "
-                             "lower --batch-size or --max-length") from exc
-        raise
-
-
-def seed_everything(seed: int) -> None:
-    """Seed Python, NumPy and torch (all devices)."""
-    random.seed(seed)
-    np.random.seed(seed % 2**32)
-    torch.manual_seed(seed)
-
-
-def deterministic_kernels(device: torch.device, strict: bool = False) -> bool:
-    """Choose this process's kernels for training on `device`; returns whether they are deterministic (recorded
-    in every result row). `strict` (`clbench run --deterministic`): deterministic algorithms on any device (an op
-    without a deterministic implementation raises instead of running), attention on the plain math kernel
-    (flash, memory-efficient and cuDNN attention are not bit-reproducible on a GPU) and a fixed cuBLAS
-    workspace; cuDNN's autotuner is off whenever the kernels are deterministic. Otherwise deterministic
-    algorithms on a CPU (warnings only), and on a GPU the fastest kernels. Every call sets every switch, so
-    shards run one after another in a process do not inherit each other's choice."""
-    os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")  # read when cuBLAS starts; needed by strict mode
-    on = strict or device.type == "cpu"
-    torch.use_deterministic_algorithms(on, warn_only=not strict)
-    if on:
-        torch.backends.cudnn.benchmark = False  # the autotuner may pick a different algorithm each run
-    for enable in (torch.backends.cuda.enable_flash_sdp, torch.backends.cuda.enable_mem_efficient_sdp,
-                   torch.backends.cuda.enable_cudnn_sdp):
-        enable(not strict)
-    torch.backends.cuda.enable_math_sdp(True)
-    return on
-
-
-def resolve_device(requested: str = "auto") -> torch.device:
-    """`auto` picks CUDA when available, else CPU; anything else is passed to torch.device."""
-    if requested == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    device = torch.device(requested)
-    if device.type == "cuda" and not torch.cuda.is_available():
-        raise BenchError(f"--device {requested}: CUDA is not available here; use --device cpu or auto")
-    return device
-
-
-def autocast_dtype(precision: str, device: torch.device) -> torch.dtype | None:
-    """bf16 under `bf16`, and under `auto` on CUDA; None means full fp32."""
-    if precision == "bf16" or (precision == "auto" and device.type == "cuda"):
-        return torch.bfloat16
-    return None
-
-
-def rng_state() -> dict[str, Any]:
-    """Every random-number-generator state that training consumes."""
-    state = {"python": random.getstate(), "numpy": np.random.get_state(), "torch": torch.get_rng_state()}
-    if torch.cuda.is_available():
-        state["cuda"] = torch.cuda.get_rng_state_all()
-    return state
-
-
-def set_rng_state(state: dict[str, Any]) -> None:
-    """Restore what `rng_state` captured."""
-    random.setstate(state["python"])
-    np.random.set_state(state["numpy"])
-    torch.set_rng_state(state["torch"])
-    if "cuda" in state and torch.cuda.is_available():
-        torch.cuda.set_rng_state_all(state["cuda"])
-
-
-def cpu_copy(state: dict[str, Any]) -> dict[str, Any]:
-    """A detached CPU copy of a state dict (non-tensor extra state deep-copied)."""
-    return {k: v.detach().to("cpu", copy=True) if torch.is_tensor(v) else copy.deepcopy(v) for k, v in state.items()}
-
-
-def linear_schedule(warmup: int, total: int) -> Callable[[int], float]:
-    """Learning-rate factor: linear warm-up over `warmup` steps, then linear decay to 0 at `total`. During the
-    warm-up it is one step ahead of transformers' get_linear_schedule_with_warmup (step s gets (s+1)/warmup, so
-    the first step trains at lr/warmup instead of 0 and the peak is held for two steps); afterwards the two agree.
-    Kept, not adopted, so that stored results keep one schedule under one run key (docs/RUNNING.md)."""
-
-    def factor(step: int) -> float:
-        if step < warmup:
-            return (step + 1) / warmup
-        return max(0.0, (total - step) / max(1, total - warmup))
-
-    return factor
 
 
 @dataclass
@@ -145,8 +55,13 @@ class Trainer:
     def __init__(self, method: Method, cfg: TrainConfig, device: torch.device, pad_id: int, seed: int,
                  min_length: int = 1, checkpoint: Path | None = None, progress: bool = True, desc: str = "",
                  bucket: int = 0, log_every: int = LOG_EVERY, tracker: Tracker | None = None,
-                 checkpoint_every_s: float = 0.0):
+                 checkpoint_every_s: float = 0.0, graph_step: bool = False):
         self.method = method.to(device)
+        # The graph-ready step (bench.training.graphs): static buffers, gradients zeroed in place, the learning rate
+        # in a tensor, the fused AdamW; captured as CUDA graphs on CUDA, run eagerly on those buffers elsewhere.
+        self.graph_step = graph_step
+        self.step_graphs: StepGraphs | None = None
+        self.predict_graphs: StepGraphs | None = None
         self.checkpoint_every_s = checkpoint_every_s  # training seconds between checkpoints (0: every epoch)
         self.checkpoint_seconds = 0.0  # spent writing checkpoints in this process
         self.tracker = tracker  # --report-to: losses every `log_every` steps and each epoch's record go to it
@@ -167,24 +82,38 @@ class Trainer:
         """bf16 autocast when configured, else a no-op context."""
         if self.amp_dtype is None:
             return contextlib.nullcontext()
-        return torch.autocast(self.device.type, dtype=self.amp_dtype)
+        # A captured graph must recast the weights at every replay: no cast cache (torch's CUDA-graph notes)
+        return torch.autocast(self.device.type, dtype=self.amp_dtype, cache_enabled=not self.graph_step)
 
-    def batch(self, data: Encoded, index: np.ndarray) -> dict[str, torch.Tensor]:
-        """A padded batch on the training device (copied without waiting; `index` stays on the host)."""
-        return to_device(collate(data, index, self.pad_id, self.min_length, bucket=self.bucket,
-                                 max_width=self.cfg.max_length, pin=self.device.type == "cuda"), self.device)
+    def host_batch(self, data: Encoded, index: np.ndarray, training: bool | None = None) -> dict[str, torch.Tensor]:
+        """A padded batch on the host (page-locked when training on CUDA): a training batch as the method collates
+        it (`Method.collate`: its word views included), else the plain one of prediction. `training` None: as the
+        method's mode (`predict` puts it in eval mode, `train_epoch` in train mode)."""
+        training = self.method.training if training is None else training
+        make = self.method.collate if training else collate
+        out = make(data, index, self.pad_id, self.min_length, bucket=self.bucket, max_width=self.cfg.max_length)
+        if self.device.type == "cuda":
+            out = {k: v.pin_memory() for k, v in out.items()}  # page-locked: a copy to the GPU does not wait
+        return out
+
+    def batch(self, data: Encoded, index: np.ndarray, training: bool | None = None) -> dict[str, torch.Tensor]:
+        """`host_batch` on the training device (copied without waiting; `index` stays on the host)."""
+        return to_device(self.host_batch(data, index, training), self.device)
 
     def optimizer(self, fused: bool | None = None) -> torch.optim.Optimizer:
         """AdamW with decoupled weight decay, none on biases and normalisation weights; `fused` (default: on a
-        GPU) is one kernel for all parameters that keeps its step counts on the device."""
+        GPU, and for the graph-ready step) is one kernel for all parameters that keeps its step counts on the
+        device; the graph-ready step's is also `capturable`."""
         decay, no_decay = [], []
         for name, param in self.method.named_parameters():
             if param.requires_grad:
                 (no_decay if param.ndim < 2 or "norm" in name.lower() else decay).append(param)
         groups = [{"params": decay, "weight_decay": self.cfg.weight_decay},
                   {"params": no_decay, "weight_decay": 0.0}]
-        return torch.optim.AdamW(groups, lr=self.cfg.lr, betas=(0.9, 0.999), eps=1e-8,
-                                 fused=self.device.type == "cuda" if fused is None else fused)
+        if fused is None:
+            fused = self.device.type == "cuda" or self.graph_step
+        return torch.optim.AdamW(groups, lr=self.cfg.lr, betas=(0.9, 0.999), eps=1e-8, fused=fused,
+                                 capturable=self.graph_step)
 
     @torch.no_grad()
     def predict(self, data: Encoded, batch_size: int | None = None) -> np.ndarray:
@@ -193,11 +122,27 @@ class Trainer:
         batches = sorted_batches(data.lengths, batch_size or self.cfg.batch_size * 2)
         if not batches:
             return np.zeros((0, self.method.num_labels), dtype=np.float32)
+        if self.graph_step:
+            return in_input_order(batches, self.predict_graphed(data, batches, batch_size or self.cfg.batch_size * 2))
         parts = []
         for index in batches:
             with self.autocast():
-                parts.append(self.method.logits(self.batch(data, index)).float())
+                parts.append(self.method.logits(self.batch(data, index, training=False)).float())
         return in_input_order(batches, parts)
+
+    def predict_graphed(self, data: Encoded, batches: list[np.ndarray], rows: int) -> list[torch.Tensor]:
+        """Each batch's logits through the prediction graphs (one per batch width, captured after one eager run;
+        partial batches eagerly), copied out of the graph's output before the next batch."""
+        graphs = self.predict_graphs
+        if graphs is None or graphs.rows != rows:
+            graphs = self.predict_graphs = StepGraphs(lambda batch: self.method.logits(batch).float(), self.device,
+                                                      capture=self.device.type == "cuda", rows=rows, warmup=1,
+                                                      pool=self.graph_pool())
+        parts = []
+        for index in batches:
+            with self.autocast():
+                parts.append(graphs(self.host_batch(data, index, training=False)).clone())
+        return parts
 
     def evaluate(self, data: Encoded, what: str = "validation") -> tuple[float, np.ndarray]:
         """Accuracy and confusion matrix on `data` (non-finite outputs fail the shard)."""
@@ -217,6 +162,10 @@ class Trainer:
         state = {"epoch": 0, "step": 0, "best_accuracy": -1.0, "best_epoch": 0, "bad_epochs": 0,
                  "history": [], "best_state": None}
         resumed_from = self.restore(optimizer, scheduler, state)
+        if self.graph_step:
+            tensor_learning_rates(optimizer, self.device)  # the scheduler fills it in place
+        else:
+            float_learning_rates(optimizer)  # a checkpoint of a graphed run, resumed eagerly
         last_saved = time.perf_counter()
 
         for epoch in range(state["epoch"], cfg.epochs):
@@ -276,9 +225,13 @@ class Trainer:
         seen, started = 0, time.perf_counter()
         bar = tqdm(batches, desc=f"{self.desc} epoch {epoch + 1}/{self.cfg.epochs}", disable=not self.progress,
                    leave=False, mininterval=1.0, dynamic_ncols=True)
+        run_step = self.graphed_steps(optimizer) if self.graph_step else None
         for number, index in enumerate(bar, start=1):
             with out_of_memory_as_error(len(index), self.cfg.max_length):
-                losses, total = self.step(self.batch(train, index), optimizer)
+                if run_step is None:
+                    losses, total = self.step(self.batch(train, index), optimizer)
+                else:
+                    losses, total = run_step(self.host_batch(train, index))
             scheduler.step()
             state["step"] += 1
             stopping.check()  # a safe point (a stop signal during a write waited for it)
@@ -294,13 +247,42 @@ class Trainer:
                 mean_loss = self.check_finite(sums["loss"] / number, epoch, number)
                 bar.set_postfix(loss=f"{mean_loss:.4f}", seq_s=f"{seen / (time.perf_counter() - started):.0f}")
                 if self.tracker:
-                    self.track_step(sums, number, state["step"], scheduler.get_last_lr()[0])
+                    self.track_step(sums, number, state["step"], self.learning_rate(scheduler))
         seconds = time.perf_counter() - started
         record: dict[str, Any] = {"epoch": epoch + 1, "steps": len(batches), "seconds": seconds,
-                                  "train_seq_per_s": seen / seconds, "lr": scheduler.get_last_lr()[0]}
+                                  "train_seq_per_s": seen / seconds, "lr": self.learning_rate(scheduler)}
         means = (torch.stack(list(sums.values())) / len(batches)).tolist()  # one read for every loss part
         record.update({f"train_{k}": float(v) for k, v in zip(sums, means)})
         return record
+
+    @staticmethod
+    def learning_rate(scheduler: Any) -> float:
+        """The learning rate of the last step as a float, computed on the host (a tensor learning rate is never
+        read back from the device)."""
+        return float(scheduler.base_lrs[0]) * scheduler.lr_lambdas[0](scheduler.last_epoch)
+
+    def graphed_steps(self, optimizer: torch.optim.Optimizer) -> StepGraphs:
+        """The graph-ready step for `optimizer` (built once per optimizer): full batches through static buffers,
+        captured per batch shape on CUDA; partial batches eagerly."""
+        graphs = self.step_graphs
+        if graphs is None or graphs.fn.keywords["optimizer"] is not optimizer:
+            pool = graphs.pool if graphs is not None else self.graph_pool()
+            graphs = self.step_graphs = StepGraphs(functools.partial(self.step, optimizer=optimizer), self.device,
+                                                   capture=self.device.type == "cuda", rows=self.cfg.batch_size,
+                                                   pool=pool)
+        return graphs
+
+    def capture_seconds(self) -> list[float]:
+        """Seconds each captured graph (training steps, then predictions) took to capture, in this process."""
+        return [round(s, 3) for graphs in (self.step_graphs, self.predict_graphs) if graphs is not None
+                for s in graphs.capture_seconds.values()]
+
+    def graph_pool(self) -> Any:
+        """The memory pool all of this trainer's graphs share (None where nothing is captured)."""
+        for graphs in (self.step_graphs, self.predict_graphs):
+            if graphs is not None and graphs.pool is not None:
+                return graphs.pool
+        return torch.cuda.graph_pool_handle() if self.device.type == "cuda" else None
 
     def track_step(self, sums: dict[str, torch.Tensor], number: int, step: int, lr: float) -> None:
         """Report each loss part's mean over the epoch so far and the learning rate (one device read, made only
@@ -310,11 +292,13 @@ class Trainer:
 
     def step(self, batch: dict[str, torch.Tensor], optimizer: torch.optim.Optimizer
              ) -> tuple[dict[str, torch.Tensor], torch.Tensor]:
-        """Forward, backward, clipping and one optimiser step; returns the named losses and their sum."""
+        """Forward, backward, clipping and one optimiser step; returns the named losses and their sum. The
+        graph-ready step zeroes the gradients in place (a graph reads and writes the same gradient tensors at every
+        replay); the plain one frees them before the forward."""
+        optimizer.zero_grad(set_to_none=not self.graph_step)
         with self.autocast():
             losses = self.method.loss(batch)
         total = sum(losses.values())
-        optimizer.zero_grad(set_to_none=True)
         total.backward()
         if self.cfg.max_grad_norm > 0:
             clip_gradients_(self.method.parameters(), self.cfg.max_grad_norm)  # = clip_grad_norm_, 3 calls
