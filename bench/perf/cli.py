@@ -11,6 +11,7 @@
     python -m bench.perf shard-cost --dataset trec --data-dir DATA # the fixed cost of a real shard in a worker
     python -m bench.perf grid-cost --dataset sst2 --data-dir DATA  # a few-shot knob grid: wall vs training
     python -m bench.perf compile --methods ce,clld-adaptive ...              # eager vs torch.compile step time
+    python -m bench.perf graphs --dataset 20ng --data-dir DATA --encoder bert-base-random  # eager vs CUDA graphs
     python -m bench.perf profile --dataset 20ng --data-dir DATA --encoder bert-base-random  # one ce step under the PyTorch profiler
     python -m bench.perf estimate --config configs/clld-table2.yaml ...      # expected wall time of a sweep
     python -m bench.perf slurm --slurm-shards 30                             # submission and requeue costs
@@ -43,6 +44,7 @@ from bench.perf.data_scale import data_scale
 from bench.perf.estimate import run_estimate
 from bench.perf.fast_path import short_texts
 from bench.perf.demo import demo
+from bench.perf.graphs import graphs_bench
 from bench.perf.fixed_cost import GRID_AXES, GRID_METHODS, grid_cost, shard_cost
 from bench.perf.hf_baseline import hf_trainer
 from bench.perf.loops import methods_step, overhead, padding
@@ -60,7 +62,8 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], dict]] = {
     "overhead": overhead, "padding": padding, "methods": methods_step, "hf-trainer": hf_trainer,
     "throughput": throughput, "report": report, "short-texts": short_texts, "shards": shards,
     "shard-cost": shard_cost, "grid-cost": grid_cost, "compile": compile_bench, "estimate": run_estimate,
-    "slurm": slurm_bench, "demo": demo, "vectors": vectors_bench, "profile": profile, "data-scale": data_scale}
+    "slurm": slurm_bench, "demo": demo, "vectors": vectors_bench, "profile": profile, "data-scale": data_scale,
+    "graphs": graphs_bench}
 
 
 class Parser(StrictParser):
@@ -92,8 +95,8 @@ def resolve(args: argparse.Namespace) -> None:
             raise BenchError(f"--{option.replace('_', '-')} must be >= 1, got {value}")
     if args.length_bucket is not None and args.length_bucket < 0:
         raise BenchError(f"--length-bucket must be >= 0 (0: no bucketing), got {args.length_bucket}")
-    if args.batch_sizes is not None and command != "report":
-        raise BenchError("--batch-sizes is for `report`; give --batch-size")
+    if args.batch_sizes is not None and command not in ("report", "graphs"):
+        raise BenchError("--batch-sizes is for `report` and `graphs`; give --batch-size")
     args.batch_size_list = (whole_numbers(args.batch_sizes, "--batch-sizes") if args.batch_sizes is not None
                             else [args.batch_size] if batch_size_given else [32, 128])
     args.dataset_list = [d for d in args.datasets.split(",") if d]
@@ -105,7 +108,7 @@ def resolve(args: argparse.Namespace) -> None:
     default_methods = {"methods": ",".join(INHERENT_PASSES), "compile": "ce,clld-adaptive", "shard-cost": "ce",
                        "profile": "ce", "grid-cost": GRID_METHODS}
     if args.shards is None:
-        args.shards = 40 if command == "grid-cost" else 3
+        args.shards = {"grid-cost": 40, "graphs": 0}.get(command, 3)
     if args.evaluators is None and command == "shard-cost":
         args.evaluators = "none"  # as a grid's shards run (grid-cost leaves it to the grid's own default)
     if args.grid and command != "grid-cost":
@@ -162,6 +165,10 @@ def build_parser() -> Parser:
                         help="torch.compile backend for --compile and `compile` (default: inductor; eager: trace only)")
     parser.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
     parser.add_argument("--rows", type=int, default=1_000_000, help="data-scale: train rows generated (default 1M)")
+    parser.add_argument("--hf-sampler", default="both", choices=["both", "random", "group_by_length"],
+                        help="hf-trainer, report: the HF Trainer's sampler(s) raced against ours (default both: "
+                             "group_by_length, loop vs loop at similar padding, and its default random one, "
+                             "batching and loop)")
     sharding = parser.add_argument_group("shards, shard-cost, grid-cost")
     sharding.add_argument("--concurrency", default="1,2,4",
                           help="shards: processes sharing the device at once (each K launched --rounds times, "
@@ -177,7 +184,8 @@ def build_parser() -> Parser:
     sharding.add_argument("--shards", type=int, default=None,
                           help="shard-cost: shards run one after another in one process, seeds --seed onwards "
                                "(default 3: the per-shard figure is the median after the first); grid-cost: the "
-                               "grid's least number of shards (default 40; whole seeds of every combination)")
+                               "grid's least number of shards (default 40; whole seeds of every combination); "
+                             "graphs: 1 adds one real shard end to end, --cuda-graphs off vs auto (default 0)")
     sharding.add_argument("--train-size", type=int, default=20, help="grid-cost: training examples (default 20)")
     sharding.add_argument("--grid", action="append", default=[], metavar="KEY=V1,V2",
                           help=f"grid-cost: the knob axes (default: {' '.join(GRID_AXES)})")

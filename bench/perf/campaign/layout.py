@@ -1,5 +1,6 @@
 """The pack's layout, shared by `pack` (which writes it) and `run` (which reads it on the device): the folders a
-device call carries, the manifest, and the fingerprint of the code the pack's wheel was built from."""
+device call carries and the archives in them (unpacked on the device into a scratch folder, one sub-folder per
+pack folder), the manifest, and the fingerprint of the code the pack's wheel was built from."""
 
 from __future__ import annotations
 
@@ -11,15 +12,19 @@ from typing import Any
 from bench.errors import BenchError
 
 MANIFEST = "manifest.json"      # in base/: what the pack holds and which code it was built from
-BASE = "base"                   # the clbench wheel and the wheels every part needs that the device image lacks
+BASE = "base"                   # the clbench wheel, the manifest and SITE_ARCHIVE
+SITE_ARCHIVE = "site.tar.xz"    # in base/: site/, pure-Python packages every part needs that the device image lacks
+SITE = "site"                   # inside site.tar.xz: a folder to put on PYTHONPATH
 TEST_WHEELS = "test-wheels"     # the wheels only the test suite needs
 MINILM = "minilm"               # minilm.tar.xz: the fp16 stand-in package of scripts/pack-minilm-fp16.py
 WORDNET = "wordnet"             # wordnet.tar.xz: WORDNET_DICT/ with the dict files nltk reads
 WORDNET_DICT = "corpora/wordnet"  # inside wordnet.tar.xz: nltk's layout, read in place once unpacked
-DATA_PERF = "data-perf"         # the data sets of the perf part, one folder each
-VECTORS = "vectors.npz"         # in paper-<dataset>/: the counter-fitted vectors cut to the attacked texts
-PAPER_DATA = "data"             # in paper-<dataset>/: the data sets of that paper part
-PAPER_PREFIX = "paper-"         # paper-<dataset>/: the folder of the paper part on <dataset>
+DATA_PERF = "data-perf"         # data.tar.xz: the data sets of the perf part
+PAPER_PREFIX = "paper-"         # paper-<dataset>/: data.tar.xz and vectors.tar.xz of the paper part on <dataset>
+DATA_ARCHIVE = "data.tar.xz"    # in data-perf/ and paper-<dataset>/: DATA/<set>/ for each data set
+DATA = "data"                   # inside data.tar.xz: one folder per data set, its files as in the data folder
+VECTORS_ARCHIVE = "vectors.tar.xz"  # in paper-<dataset>/: VECTORS
+VECTORS = "vectors.npz"         # inside vectors.tar.xz: the counter-fitted vectors cut to the attacked texts
 FOLDER_LIMIT_MIB = 60           # each folder of the pack
 CALL_LIMIT_MIB = 64             # everything one device call carries, the working tree included
 SOURCE_PARTS = ("bench", "methods", "datasets", "pyproject.toml")  # what the wheel is built from

