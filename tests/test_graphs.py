@@ -5,6 +5,7 @@ state tensors in place (what a captured graph replays); `--cuda-graphs` decides 
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import functools
 from pathlib import Path
@@ -160,3 +161,66 @@ def test_a_graphed_run_resumes_eagerly_and_an_eager_run_resumes_graphed(tiny, tm
         fit = resumed.fit(train, val)
         assert fit.resumed_from_epoch == 1 and len(fit.history) == 2
         assert isinstance(fit.history[-1]["lr"], float)
+
+
+class FakeCuda:
+    """Stand-ins for torch.cuda's graph API on a CPU: a capture runs the body once, marked as capturing (a real
+    capture only records it), and a replay runs the recorded function again on the static buffers."""
+
+    def __init__(self) -> None:
+        self.capturing = False
+        self.events: list[str] = []
+        self.replayed = lambda graph: None  # what a replay does (set by the test)
+        fake = self
+
+        class Graph:
+            def replay(self) -> None:
+                fake.events.append("replay")
+                fake.replayed(self)
+
+        class Capture:
+            def __init__(self, graph, pool=None):
+                self.graph, fake.pool_seen = graph, pool
+
+            def __enter__(self):
+                fake.capturing = True
+
+            def __exit__(self, *exc):
+                fake.capturing = False
+
+        class Stream:
+            def __init__(self, device=None):
+                fake.events.append("new stream")
+
+            def wait_stream(self, other):
+                pass
+
+        self.Graph, self.Capture, self.Stream = Graph, Capture, Stream
+
+    def install(self, monkeypatch) -> None:
+        monkeypatch.setattr(torch.cuda, "CUDAGraph", self.Graph)
+        monkeypatch.setattr(torch.cuda, "graph", self.Capture)
+        monkeypatch.setattr(torch.cuda, "graph_pool_handle", lambda: "pool")
+        monkeypatch.setattr(torch.cuda, "Stream", self.Stream)
+        monkeypatch.setattr(torch.cuda, "current_stream", lambda device=None: self.Stream())
+        monkeypatch.setattr(torch.cuda, "stream", lambda s: contextlib.nullcontext())
+
+
+def test_each_shape_warms_up_then_is_captured_once_and_replayed(monkeypatch):
+    fake = FakeCuda()
+    fake.install(monkeypatch)
+    calls = []
+
+    def step(batch):
+        calls.append("capture" if fake.capturing else "run")
+        return batch["x"].sum()
+
+    graphs = StepGraphs(step, torch.device("cpu"), capture=True, rows=2, warmup=2)
+    fake.replayed = lambda graph: calls.append("replayed")  # a real replay runs the recorded kernels
+    outputs = [graphs({"x": torch.full((2, 3), float(k))}) for k in range(5)]
+    assert calls[:4] == ["run", "run", "capture", "replayed"] and calls[4:] == ["replayed", "replayed"]
+    assert graphs.captured == 1 and len(graphs.capture_seconds) == 1 and graphs.eager_steps == 2
+    assert outputs[4] is outputs[3] and fake.pool_seen == "pool"  # a graph's outputs are its static tensors
+    assert fake.events.count("new stream") <= 3 + 2  # one warm-up stream, reused (current_stream makes the rest)
+    graphs({"x": torch.ones(1, 3)})  # a partial batch: eager, no new shape
+    assert calls[-1] == "run" and len(graphs.shapes) == 1 and graphs.eager_steps == 3

@@ -81,6 +81,7 @@ class StepGraphs:
     shapes: dict[Signature, Shape] = field(default_factory=dict)
     capture_seconds: dict[Signature, float] = field(default_factory=dict)
     eager_steps: int = 0  # batches run eagerly (partial batches and warm-up steps)
+    side: Any = None  # the warm-up stream
 
     def __post_init__(self) -> None:
         if self.capture and self.pool is None:
@@ -118,7 +119,7 @@ class StepGraphs:
     def on_side_stream(self, static: dict[str, torch.Tensor]) -> Any:
         """One eager run on a side stream, ordered after and before the current stream's work (torch's recipe for
         warming up before a capture)."""
-        side = torch.cuda.Stream(self.device)
+        side = self.side = self.side or torch.cuda.Stream(self.device)
         side.wait_stream(torch.cuda.current_stream(self.device))
         with torch.cuda.stream(side):
             outputs = self.fn(static)
