@@ -407,6 +407,50 @@ def test_hf_trainer_without_accelerate_is_a_one_line_error(monkeypatch, capsys):
     assert len(err) == 1 and "pip install 'clbench[perf]'" in err[0]
 
 
+def test_hf_trainer_races_its_length_grouped_and_its_random_sampler(tiny, monkeypatch, capsys):
+    """Both HF rows by default: group_by_length (loop vs loop) and the default random sampler (batching and loop),
+    each with its padding share; the HF Trainer really builds a LengthGroupedSampler for the first."""
+    pytest.importorskip("accelerate")
+    try:
+        from transformers import Trainer as HFTrainer, TrainingArguments
+    except Exception as exc:  # noqa: BLE001 (any import failure of the optional baseline skips)
+        pytest.skip(f"the Hugging Face Trainer cannot be imported: {exc}")
+    from bench.perf.hf_baseline import sampler_arguments
+
+    samplers: list[str] = []
+    real = HFTrainer._get_train_sampler
+
+    def recording(self, *a, **k):
+        sampler = real(self, *a, **k)
+        samplers.append(type(sampler).__name__)
+        return sampler
+
+    monkeypatch.setattr(HFTrainer, "_get_train_sampler", recording)
+    report, err = run_perf(capsys, "hf-trainer", "--dataset", tiny, *TINY, "--steps", "2", "--batch-size", "8",
+                           "--device", "cpu")
+    rows = {"ours", "hf_trainer", "hf_trainer_group_by_length"}
+    assert set(report["seq_per_s"]) == set(report["padding_share"]) == rows
+    assert set(report["ratio_vs_hf_trainer"]) == set(report["ratio_vs_hf_trainer_group_by_length"]) == rows
+    assert report["ratio_vs_hf_trainer"]["hf_trainer"] == report["ratio_vs_hf_trainer_group_by_length"][
+        "hf_trainer_group_by_length"] == 1.0
+    loop, both = "loop vs loop (ours / HF group_by_length)", "batching and loop (ours / HF default random sampler)"
+    per_token = report["padded_tokens_per_s"]
+    assert report["comparisons"] == {
+        loop: report["ratio_vs_hf_trainer_group_by_length"]["ours"], both: report["ratio_vs_hf_trainer"]["ours"],
+        loop + ", per padded token": pytest.approx(per_token["ours"] / per_token["hf_trainer_group_by_length"],
+                                                   abs=0.01)}
+    assert set(report["ratio_per_round"]) == {"ours / hf_trainer", "ours / hf_trainer_group_by_length"}
+    assert all(len(v) == 1 and v[0] > 0 for v in report["ratio_per_round"].values())
+    assert all(0 <= share < 1 for share in report["padding_share"].values())
+    assert report["train_examples"] == 16 and report["optimizer_steps_per_round"] == 2
+    assert report["megabatch_batches"] == {"ours": 50, "hf_trainer_group_by_length": 1}  # HF: min(50, 16 // 32)
+    assert len({tuple(t) for t in report["torch_threads_per_variant"].values()}) == 1  # same threads for all
+    assert samplers.count("LengthGroupedSampler") == 2 and samplers.count("RandomSampler") == 2  # warm-up + 1
+    assert "hf_trainer_group_by_length" in err and "round 1/1" in err
+    assert sampler_arguments(False) == {}
+    TrainingArguments(output_dir=str(tiny / "hf"), use_cpu=True, report_to=[], **sampler_arguments(True))
+
+
 def test_slurm_benchmark_says_why_it_cannot_run_without_a_cluster(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("PATH", str(tmp_path))  # no sbatch, sinfo, sacct...
     assert perf_main(["slurm", "--slurm-shards", "3"]) == 2
