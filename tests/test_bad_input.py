@@ -234,7 +234,7 @@ def test_reversed_seed_range_is_refused():
 def test_label_types_that_are_accepted(tmp_path):
     from bench.data.loading import load_dataset
 
-    train = [{"text": f"t{i}", "label": label} for i, label in enumerate([1, 2, 1.0, 2, True, False] * 2)]
+    train = [{"text": f"t{i}", "label": label} for i, label in enumerate([1, 2, 1.0, 2, True, False] * 4)]
     data = load_dataset(str(folder(tmp_path, train=train, test=train[:6])))
     assert data.label_names == ["1", "2", "False", "True"]  # 1.0 is the integer 1; booleans are True/False
 

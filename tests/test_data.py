@@ -186,8 +186,8 @@ def test_hub_rows_are_mapped_through_label_names(monkeypatch):
     import datasets as hf_datasets
 
     tables = {
-        "train": hf_datasets.Dataset.from_dict({"text": ["q1", "q2", "q3", "q4"] * 3,
-                                                "coarse_label": [0, 1, 2, 5] * 3}),
+        "train": hf_datasets.Dataset.from_dict({"text": [f"q{i}" for i in range(40)],  # 10% carves 4: a class each
+                                                "coarse_label": [0, 1, 2, 5] * 10}),
         "test": hf_datasets.Dataset.from_dict({"text": ["q5", "q6"], "coarse_label": [1, 5]}),
     }
     monkeypatch.setattr(hf_datasets, "load_dataset", lambda id_, config, split: tables[split])

@@ -226,7 +226,7 @@ NAMED = {
     "lone-surrogate-text": (lines(row_line('"bad \\ud800 text"', '"a"')), ".jsonl", ["row 9", "surrogate"]),
     "lone-surrogate-label": (lines(row_line('"x"', '"\\udc00"')), ".jsonl", ["row 9", "surrogate"]),
     "digit-like-labels": (jsonl([{"text": f"t {i}", "label": label} for i, label in
-                                 enumerate(["1", "2", "\u00b2", "--1", "1" * 5000, "-3", 7] * 2)]), ".jsonl", None),
+                                 enumerate(["1", "2", "\u00b2", "--1", "1" * 5000, "-3", 7] * 5)]), ".jsonl", None),
     "100k-character-line": (lines(row_line(json.dumps("word " * 20_000), '"a"')), ".jsonl", None),
     "thousands-of-keys": (lines('{"text": "x", "label": "a", ' + ", ".join(f'"k{i}": {i}' for i in range(5000))
                                 + "}"), ".jsonl", None),

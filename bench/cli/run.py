@@ -105,6 +105,9 @@ def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
                                                       "(default: $BENCH_DATA_DIR)")
     run.add_argument("--results-dir", default=None, help=RESULTS_HELP)
     run.add_argument("--overwrite", action="store_true", help="recompute finished shards")
+    run.add_argument("--strict-data", dest="strict_data", action="store_true", default=None,
+                     help="refuse a dataset whose test or validation texts also occur in train (leakage; by "
+                          "default a warning), before anything trains")
     run.add_argument("--jobs", type=int, default=None, help="worker processes, one GPU each when several (default: 1)")
     run.add_argument("--device", default="auto", help="auto | cpu | cuda | cuda:N")
     run.add_argument("--no-progress", action="store_true", help="hide progress bars")

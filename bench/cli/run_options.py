@@ -120,6 +120,10 @@ def checked_run_options(args: argparse.Namespace, check_encoders: bool = True
     if isinstance(shards_per_gpu, bool) or not isinstance(shards_per_gpu, int) or shards_per_gpu < 1:
         raise BenchError(f"--shards-per-gpu must be a whole number >= 1, got {shards_per_gpu!r}")
     overwrite = args.overwrite or bool(file_run.get("overwrite", False))
+    strict_data = getattr(args, "strict_data", None)
+    strict_data = file_run.get("strict_data", False) if strict_data is None else strict_data
+    if not isinstance(strict_data, bool):
+        raise BenchError(f"config file {args.config}: strict_data is true or false, got {strict_data!r}")
     resume = bool(args.resume) or bool(file_run.get("resume", False))
     if resume and overwrite:
         raise BenchError("--resume and --overwrite contradict each other: --resume keeps finished shards, "
@@ -143,6 +147,7 @@ def checked_run_options(args: argparse.Namespace, check_encoders: bool = True
         grid_seed=grid_seed,
         regimes=regimes,
         data_dir=data_dir,
+        strict_data=strict_data,
         results_dir=resolve_results_dir(args.results_dir or file_run.get("results_dir")),
         jobs=jobs,
         device=args.device if args.device != "auto" else file_run.get("device", "auto"),

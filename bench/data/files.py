@@ -14,6 +14,7 @@ import math
 import numbers
 import os
 import sys
+import unicodedata
 import zlib
 from pathlib import Path
 from typing import Any, Iterable, Iterator
@@ -198,6 +199,17 @@ def short(text: str, width: int = 40) -> str:
     return text if len(text) <= width else text[:width - 3] + "..."
 
 
+INVISIBLE = ("Cc", "Cf")  # Unicode categories a text may not consist of: control and format (zero-width) characters
+
+
+def blank(text: str) -> bool:
+    """Whether `text` holds nothing but whitespace, control characters and format characters (the zero-width
+    U+200B..U+200D, U+2060 and U+FEFF among them): empty once those are removed."""
+    if text.isprintable():  # the common case: printable, so only spaces can be invisible
+        return not text.strip()
+    return all(c.isspace() or unicodedata.category(c) in INVISIBLE for c in text)
+
+
 def shown(values: Any, limit: int = 5, width: int = 40) -> str:
     """The first `limit` values as a Python list, each value's repr cut to `width` characters (for messages)."""
     return "[" + ", ".join(short(repr(v), width) for v in list(values)[:limit]) + "]"
@@ -267,7 +279,7 @@ def rows_to_columns(rows: Iterable[dict[str, Any]], text_field: str, label_field
     """Ids, texts and label strings from raw rows (a list, or an iterator read once); bad rows raise a BenchError
     naming the first one, or, when no row has the text or label field at all, naming the field."""
     ids, texts, labels = [], [], []
-    empty = []
+    empty, invisible = [], ""  # rows of empty text; the first one that only looks empty (zero-width, controls)
     names: dict[str, str] = {}  # one str object per label name, however many rows carry it
     rows = iter(rows)
     for number, row in enumerate(rows, start=1):
@@ -287,8 +299,10 @@ def rows_to_columns(rows: Iterable[dict[str, Any]], text_field: str, label_field
             text = str(text)
         if not text.isascii():
             valid_unicode(text, text_field, number, where)
-        if not text.strip():
+        if blank(text):
             empty.append(number)
+            if not invisible and text.strip():
+                invisible = f"row {number}'s text {short(repr(text))}"
         ident = str(row["id"]) if "id" in row else f"{split}-{number - 1}"
         ids.append(ident if ident.isascii() else valid_unicode(ident, "id", number, where))
         texts.append(text)
@@ -297,6 +311,8 @@ def rows_to_columns(rows: Iterable[dict[str, Any]], text_field: str, label_field
             names[label] = valid_unicode(label, label_field, number, where)
         labels.append(names[label])
     if empty:
-        raise BenchError(f"{len(empty)} row(s) of {where} have empty text (first: row {empty[0]}); "
+        detail = (f"; {invisible} counts as empty: nothing but whitespace, control or zero-width characters"
+                  if invisible else "")
+        raise BenchError(f"{len(empty)} row(s) of {where} have empty text (first: row {empty[0]}{detail}); "
                          "remove or fill them")
     return ids, texts, labels

@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from bench.data.cards import Card
+from bench.data.checks import check_splits, refuse_leakage, warn_once
 from bench.data.files import find_split_file, read_columns, rows_to_columns, short, shown
 from bench.data.regimes import apply_regime
 from bench.data.textdata import SPLITS, Split, TextData  # noqa: F401  (TextData and Split are imported from here too)
@@ -226,25 +227,51 @@ def size_warnings(card: Card | None, raw: dict[str, tuple], source: str) -> list
     return notes
 
 
-def carve_validation(train: Split, fraction: float, seed: int) -> tuple[Split, Split]:
-    """A stratified `fraction` of train as validation (classes with one example stay in train)."""
+def percent(fraction: float) -> str:
+    """A fraction as a percentage, e.g. 0.1 -> `10%`, 0.125 -> `12.5%`."""
+    return f"{100 * fraction:.3g}%"
+
+
+def carve_validation(train: Split, fraction: float, seed: int, label_names: list[str] | None = None,
+                     name: str = "train") -> tuple[Split, Split]:
+    """A stratified `fraction` of train as validation (classes with one example stay in train). Refused, with the
+    fix, when it would leave a class it takes from with fewer than 2 training examples, or when its minimum of one
+    example per class makes it take more than twice the examples `fraction` asks for (`name`: the dataset)."""
     from sklearn.model_selection import train_test_split
 
     counts = np.bincount(train.labels)
     eligible = np.flatnonzero(counts[train.labels] >= 2)
-    n_val = max(int(round(fraction * len(eligible))), len(np.unique(train.labels[eligible])))
+    asked = int(round(fraction * len(eligible)))
+    classes = len(np.unique(train.labels[eligible]))
+    n_val = max(asked, classes)
     if len(eligible) < 2 or n_val >= len(eligible):
         raise BenchError(f"train has too few examples ({len(train)}) to carve a validation split; "
                          "add a validation file or more training data")
     kept, held = train_test_split(eligible, test_size=n_val, random_state=seed,
                                   stratify=train.labels[eligible])
+    what = (f"{name}: carving a {percent(fraction)} validation split from train (the dataset has no validation "
+            f"file) would take {n_val:,} of its {len(train):,} examples ({percent(n_val / len(train))})")
+    taken = np.bincount(train.labels[held], minlength=len(counts))
+    thin = np.flatnonzero((taken > 0) & (counts - taken < 2))
+    if len(thin):
+        c = int(thin[0])
+        label = label_names[c] if label_names else str(c)
+        raise BenchError(f"{what} and leave {len(thin):,} class(es) with fewer than 2 training examples (e.g. "
+                         f"{label!r}: {counts[c]} examples, {taken[c]} taken); add a validation file (e.g. "
+                         "validation.jsonl beside train) or more training examples of those classes")
+    if n_val > 2 * asked:  # the minimum of one example per class, not the fraction, decided the size
+        needed = np.ceil(100 * classes / len(eligible)) / 100
+        raise BenchError(f"{what}, more than the {asked:,} asked for, to hold one example of each of its "
+                         f"{classes:,} classes; give --val-fraction {needed:g} or more, or add a validation file "
+                         "(e.g. validation.jsonl beside train)")
     kept = np.sort(np.concatenate([kept, np.flatnonzero(counts[train.labels] < 2)]))
     return train.subset(kept), train.subset(np.sort(held))
 
 
 def load_dataset(name: str, data_dir: str | None = None, data_seed: int = 0,
-                 val_fraction: float = 0.1) -> TextData:
-    """Load, check and split a dataset given by card name or folder path."""
+                 val_fraction: float = 0.1, strict: bool = False) -> TextData:
+    """Load, check and split a dataset given by card name or folder path; its texts' checks (bench.data.checks)
+    warn once, or with `strict` (--strict-data) refuse leakage."""
     source, card, raw = load_raw(name, data_dir, data_seed)
     display = card.name if card else Path(source[len(FOLDER):]).name
     for split in ("train", "test"):
@@ -270,19 +297,25 @@ def load_dataset(name: str, data_dir: str | None = None, data_seed: int = 0,
     splits = {s: Split(list(ids), list(texts), np.array([index[l] for l in labels], dtype=np.int64))
               for s, (ids, texts, labels) in raw.items()}
     warnings = size_warnings(card, raw, source)
-    if "validation" in splits and len(splits["validation"]):
+    carved = not ("validation" in splits and len(splits["validation"]))
+    if not carved:
         train, validation, val_source = splits["train"], splits["validation"], "validation split of the source"
     else:
-        train, validation = carve_validation(splits["train"], val_fraction, data_seed)
-        val_source = f"stratified {val_fraction:.0%} of train (data seed {data_seed})"
+        train, validation = carve_validation(splits["train"], val_fraction, data_seed, label_names, display)
+        val_source = (f"stratified {percent(val_fraction)} of train ({len(validation):,} of "
+                      f"{len(splits['train']):,}; data seed {data_seed})")
         lost = sorted(set(splits["train"].labels.tolist()) - set(train.labels.tolist()))
         if lost:  # a safeguard: carve_validation keeps every class in train
             raise BenchError(f"dataset {display!r}: carving a {val_fraction:.0%} validation split left no train "
                              f"examples of {shown(label_names[i] for i in lost)}; add a validation file or more data")
+    report = check_splits(display, label_names, splits["train"], splits["test"], validation, carved)
+    if strict:
+        refuse_leakage(report)
+    warnings += report.warnings
     for message in warnings:
-        log.warning(message)
+        warn_once(source, message)
     return TextData(display, label_names, train, validation, splits["test"], source, val_source,
-                    fingerprint(label_names, raw), warnings)
+                    fingerprint(label_names, raw), warnings, checks=report.counts)
 
 
 @dataclass(frozen=True)

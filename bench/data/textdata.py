@@ -48,6 +48,9 @@ class TextData:
     # cut to (0: not bounded yet); the fingerprint is of the data as loaded, so it never depends on the cut
     texts_cut: dict[str, int] = field(default_factory=dict)
     bounded_to: int = 0
+    # what the checks of the texts found (bench.data.checks.CHECK_COLUMNS: leakage, duplicates, conflicting
+    # labels), counted on the data as loaded, before any regime; every clean result row carries them
+    checks: dict[str, int] = field(default_factory=dict)
 
     @property
     def num_labels(self) -> int:
@@ -68,6 +71,7 @@ class TextData:
             "label_names": self.label_names,
             "sizes": {s: len(getattr(self, s)) for s in SPLITS},
             "validation_source": self.validation_source,
+            "checks": self.checks,
             "warnings": self.warnings,
             "regime": self.regime,
         }

@@ -30,6 +30,7 @@ class RunOptions:
     grid_seed: int = 0  # the seed of that draw
     regimes: tuple[dict[str, Any], ...] = ({},)  # data regimes (bench.running.grid.regimes): each one is run
     data_dir: str | None = None
+    strict_data: bool = False  # refuse leakage (test or validation texts in train) instead of warning
     jobs: int = 1
     device: str = "auto"
     overwrite: bool = False

@@ -58,14 +58,14 @@ def plan(method_names: list[str], dataset_names: list[str], encoder_names: list[
          overrides: dict[str, Any], data_dir: str | None,
          method_knobs: dict[str, dict[str, Any]] | None = None, results_dir: Path = Path("results"),
          request: ShardRequest = ShardRequest(), grid: Axes = (), sample: int = 0, grid_seed: int = 0,
-         regimes: Sequence[dict[str, Any]] = ({},)) -> list[Shard]:
+         regimes: Sequence[dict[str, Any]] = ({},), strict_data: bool = False) -> list[Shard]:
     """Check every name, load every dataset once (and each of its data regimes), and list the shards in a stable
     order: dataset, regime, method, knob combination, encoder, seed.
 
     `overrides` are training settings; `method_knobs` maps a method to its changed knobs; `grid` (with `sample`
     and `grid_seed`) adds each method's knob combinations (bench.running.grid), `regimes` the data regimes (few or
     noisy labels: bench.data.regimes); the evaluators in `request` check their options against each dataset
-    before anything runs.
+    before anything runs. `strict_data`: leakage in a dataset (bench.data.checks) is an error, not a warning.
     """
     from bench.data.loading import FOLDER
     from bench.data.regimes import apply_regime
@@ -87,7 +87,7 @@ def plan(method_names: list[str], dataset_names: list[str], encoder_names: list[
     def data_for(dataset: str, cfg: TrainConfig, seed: int) -> tuple[TextData, DataRef]:
         carve = (dataset, cfg.data_seed, cfg.val_fraction)
         if carve not in loaded:
-            data = load_dataset(dataset, data_dir, cfg.data_seed, cfg.val_fraction)
+            data = load_dataset(dataset, data_dir, cfg.data_seed, cfg.val_fraction, strict=strict_data)
             found = data.source[len(FOLDER):] if data.source.startswith(FOLDER) else dataset  # e.g. DIR/NAME
             loaded[carve] = (data, found)
             for evaluator in evaluators:
@@ -339,7 +339,8 @@ def plan_sweep(options: RunOptions) -> list[Shard]:
     """`plan` for a checked `clbench run` (its request built)."""
     return plan(list(options.methods), list(options.datasets), list(options.encoders), list(options.seeds),
                 options.overrides, options.data_dir, options.knobs, options.results_dir,
-                options.request or ShardRequest(), options.grid, options.sample, options.grid_seed, options.regimes)
+                options.request or ShardRequest(), options.grid, options.sample, options.grid_seed, options.regimes,
+                strict_data=options.strict_data)
 
 
 def execute_sweep(shards: list[Shard], options: RunOptions,

@@ -310,6 +310,7 @@ def train_and_evaluate(spec: RunSpec, data: TextData, run_dir: Path, device_name
             "cuda_graphs": cuda_graphs,  # "on", or "off: <why>" (bench.training.graphs.graphs_decision)
             "deterministic": int(deterministic),  # 1: deterministic kernels (a CPU, or --deterministic)
             "texts_cut": sum(data.texts_cut.values()),  # texts longer than max_length tokens, cut (bench.data.bounds)
+            **data.checks,  # leakage, duplicate rows, conflicting labels in the data as loaded (bench.data.checks)
             **fit.method_fields,  # how the method trained (Method.row_fields, e.g. clld-adaptive's ldm_updates)
             **provenance(device), "finished_at": datetime.now(timezone.utc).isoformat()}
     rows = [{**base, "split": "test", **record, **meta}
