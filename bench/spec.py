@@ -21,6 +21,7 @@ REGIME_FIELDS = ("train_size", "shots", "val_size", "label_noise", "noise_kind")
 # draws them once from --data-seed for every seed (a study conditional on one sample; runs made before draws
 # varied are `fixed`); `auto` is per-seed in a data regime. Without a regime nothing is drawn: always `fixed`.
 DATA_DRAWS = ("auto", "per-seed", "fixed")
+CUDA_GRAPH_MODES = ("auto", "on", "off")  # clbench run --cuda-graphs (bench.training.graphs)
 
 
 @dataclass(frozen=True)

@@ -10,6 +10,7 @@ import sys
 from typing import Any, NoReturn, Sequence
 
 from bench.errors import BenchError
+from bench.spec import CUDA_GRAPH_MODES
 from bench.results.store import DEFAULT_RESULTS
 
 RESULTS_HELP = f"where runs are stored (default: $BENCH_RESULTS_DIR or ./{DEFAULT_RESULTS})"
@@ -225,8 +226,8 @@ def request_fields(args: argparse.Namespace, file_run: dict[str, Any], data_dir:
     compiled = bool(getattr(args, "compile", None) or file_run.get("compile", False))
     graphs = getattr(args, "cuda_graphs", None)
     graphs = str(file_run.get("cuda_graphs", "auto")) if graphs is None else graphs
-    if graphs not in ("auto", "on", "off"):
-        raise BenchError(f"cuda_graphs is auto, on or off, got {graphs!r}")
+    if graphs not in CUDA_GRAPH_MODES:
+        raise BenchError(f"cuda_graphs is {', '.join(CUDA_GRAPH_MODES)}, got {graphs!r}")
     bucket = getattr(args, "length_bucket", None)
     bucket = file_run.get("length_bucket") if bucket is None else bucket
     if bucket is not None and (isinstance(bucket, bool) or not isinstance(bucket, int) or bucket < 0):

@@ -13,7 +13,7 @@ from bench.cli.common import RESULTS_HELP, add_evaluator_options, comma_list, pr
 from bench.cli.run_options import DEFAULT_METHODS, run_options
 from bench.running.grid import MAX_SHARDS, budget_line
 from bench.running.options import RunOptions
-from bench.spec import REGIME_FIELDS, TrainConfig
+from bench.spec import CUDA_GRAPH_MODES, REGIME_FIELDS, TrainConfig
 
 HELP = {
     "epochs": "maximum epochs", "batch_size": "training batch size", "lr": "peak learning rate (AdamW)",
@@ -114,7 +114,7 @@ def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
     run.add_argument("--compile", action="store_true", default=None,
                      help="torch.compile the encoder's repeated layer once for all layers, with dynamic shapes "
                           "(faster on GPU after warm-up; not in the run key)")
-    run.add_argument("--cuda-graphs", choices=("auto", "on", "off"), default=None,
+    run.add_argument("--cuda-graphs", choices=CUDA_GRAPH_MODES, default=None,
                      help="replay each training step and prediction batch as a CUDA graph captured per batch width "
                           "(auto, the default: on CUDA for every method whose step is capturable, off with --compile "
                           "and on a CPU; on: fail where not possible); recorded in each row, not in the run key")

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import copy
+import json
 import statistics
 import tempfile
 import time
@@ -18,7 +19,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from bench.data.batching import length_grouped_batches
+from bench.data.batching import length_grouped_batches, to_device
 from bench.perf.common import device_name, prepare, rotated, round_line, say, sync
 from bench.training.graphs import tensor_learning_rates
 
@@ -68,9 +69,7 @@ def graph_case(args: argparse.Namespace, name: str) -> dict[str, Any]:
     eager_opt, graphed_opt = eager.optimizer(), graphed.optimizer()
     tensor_learning_rates(graphed_opt, device)
     run_graphed = graphed.graphed_steps(graphed_opt)
-    variants = {"eager": lambda b: eager.step({k: v.to(device, non_blocking=True) for k, v in b.items()
-                                               if k != "index"}, eager_opt),
-                "graphed": run_graphed}
+    variants = {"eager": lambda b: eager.step(to_device(b, device), eager_opt), "graphed": run_graphed}
     entry: dict[str, Any] = {"method": name, "batch_size": cfg.batch_size, "steps_per_round": len(batches),
                              "batch_widths": sorted({int(b["input_ids"].shape[1]) for b in batches})}
 
@@ -132,7 +131,7 @@ def loss_agreement(args: argparse.Namespace, name: str, batches: list[dict[str, 
             run = trainer.graphed_steps(optimizer)
         else:
             def run(b, trainer=trainer, optimizer=optimizer):
-                return trainer.step({k: v.to(trainer.device) for k, v in b.items() if k != "index"}, optimizer)
+                return trainer.step(to_device(b, trainer.device), optimizer)
         values = []
         for batch in (same * steps)[:steps]:
             _, total = run(batch)
@@ -168,7 +167,6 @@ def shard_end_to_end(args: argparse.Namespace) -> dict[str, Any]:
     """One real shard of the first method, `clbench run` in a fresh process, with --cuda-graphs off and auto: wall
     and training seconds, test accuracy and what each row recorded."""
     from bench.perf.fixed_cost import launch
-    import json
 
     shard_args = copy.copy(args)
     shard_args.batch_size = args.batch_size_list[0]

@@ -22,7 +22,7 @@ from typing import Any, Callable
 
 import torch
 
-MODES = ("auto", "on", "off")
+from bench.spec import CUDA_GRAPH_MODES as MODES
 WARMUP_STEPS = 2  # eager steps of a shape before its capture (lazy initialisation of kernels, workspaces, state)
 HOST_KEYS = ("index",)  # batch entries that stay on the host and are no input of a step
 

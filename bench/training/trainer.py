@@ -62,6 +62,8 @@ class Trainer:
         self.graph_step = graph_step
         self.step_graphs: StepGraphs | None = None
         self.predict_graphs: StepGraphs | None = None
+        # the memory pool all of this trainer's graphs share (None where nothing is captured)
+        self.graph_pool = torch.cuda.graph_pool_handle() if graph_step and device.type == "cuda" else None
         self.checkpoint_every_s = checkpoint_every_s  # training seconds between checkpoints (0: every epoch)
         self.checkpoint_seconds = 0.0  # spent writing checkpoints in this process
         self.tracker = tracker  # --report-to: losses every `log_every` steps and each epoch's record go to it
@@ -119,11 +121,12 @@ class Trainer:
     def predict(self, data: Encoded, batch_size: int | None = None) -> np.ndarray:
         """Logits (n, N) as float32, in the order of `data`."""
         self.method.eval()
-        batches = sorted_batches(data.lengths, batch_size or self.cfg.batch_size * 2)
+        rows = batch_size or self.cfg.batch_size * 2
+        batches = sorted_batches(data.lengths, rows)
         if not batches:
             return np.zeros((0, self.method.num_labels), dtype=np.float32)
         if self.graph_step:
-            return in_input_order(batches, self.predict_graphed(data, batches, batch_size or self.cfg.batch_size * 2))
+            return in_input_order(batches, self.predict_graphed(data, batches, rows))
         parts = []
         for index in batches:
             with self.autocast():
@@ -137,7 +140,7 @@ class Trainer:
         if graphs is None or graphs.rows != rows:
             graphs = self.predict_graphs = StepGraphs(lambda batch: self.method.logits(batch).float(), self.device,
                                                       capture=self.device.type == "cuda", rows=rows, warmup=1,
-                                                      pool=self.graph_pool())
+                                                      pool=self.graph_pool)
         parts = []
         for index in batches:
             with self.autocast():
@@ -266,23 +269,15 @@ class Trainer:
         captured per batch shape on CUDA; partial batches eagerly."""
         graphs = self.step_graphs
         if graphs is None or graphs.fn.keywords["optimizer"] is not optimizer:
-            pool = graphs.pool if graphs is not None else self.graph_pool()
             graphs = self.step_graphs = StepGraphs(functools.partial(self.step, optimizer=optimizer), self.device,
                                                    capture=self.device.type == "cuda", rows=self.cfg.batch_size,
-                                                   pool=pool)
+                                                   pool=self.graph_pool)
         return graphs
 
     def capture_seconds(self) -> list[float]:
         """Seconds each captured graph (training steps, then predictions) took to capture, in this process."""
         return [round(s, 3) for graphs in (self.step_graphs, self.predict_graphs) if graphs is not None
                 for s in graphs.capture_seconds.values()]
-
-    def graph_pool(self) -> Any:
-        """The memory pool all of this trainer's graphs share (None where nothing is captured)."""
-        for graphs in (self.step_graphs, self.predict_graphs):
-            if graphs is not None and graphs.pool is not None:
-                return graphs.pool
-        return torch.cuda.graph_pool_handle() if self.device.type == "cuda" else None
 
     def track_step(self, sums: dict[str, torch.Tensor], number: int, step: int, lr: float) -> None:
         """Report each loss part's mean over the epoch so far and the learning rate (one device read, made only
