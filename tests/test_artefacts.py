@@ -18,7 +18,7 @@ from bench.evaluators.contrast import ContrastSets
 from bench.evaluators.representation import Representation
 from bench.evaluators.scripted import FunctionClassifier, KeywordClassifier
 from bench.registry import EVALUATORS
-from bench.results import store
+from bench.results import runfiles, store
 from bench.running.evaluation import artefact_folder, evaluate_run
 from bench.spec import RunSpec
 from conftest import evaluate_and_store, write_jsonl
@@ -117,7 +117,7 @@ def test_a_plugin_evaluator_returning_a_plain_list_still_works(run):
     _, _, run_dir = run
     outcome = evaluate(run, PlainRows(), EvalOptions())
     assert outcome.status == "done" and [(r["metric"], r["value"]) for r in outcome.rows] == [("answer", 42.0)]
-    assert sorted(p.name for p in run_dir.iterdir()) == [store.EVALS]
+    assert sorted(p.name for p in run_dir.iterdir()) == [store.EVALS, "manifest.json"]
     again = evaluate(run, PlainRows(), EvalOptions())
     assert again.status == "cached" and again.rows == outcome.rows
 
@@ -128,18 +128,18 @@ def test_a_plugin_evaluator_returning_a_plain_list_still_works(run):
 def test_an_artefact_the_store_cannot_write_is_a_clear_error(run, name, message):
     _, _, run_dir = run
     with pytest.raises(ValueError, match=message):
-        store.write_artefact(run_dir, name, {"x": 1})
+        runfiles.write_artefact(run_dir, name, {"x": 1})
     outcome = evaluate(run, BadName(name), EvalOptions())
     assert outcome.status == "failed" and message in outcome.message
     assert not (run_dir / store.TSNE).exists()   # checked before anything is written
 
 
 def test_write_artefact_writes_each_kind_atomically(tmp_path):
-    path = store.write_artefact(tmp_path / "run", store.CHECKLIST_INFO, {"a": [1, 2]})
+    path = runfiles.write_artefact(tmp_path / "run", store.CHECKLIST_INFO, {"a": [1, 2]})
     assert path == tmp_path / "run" / store.CHECKLIST_INFO and json.loads(path.read_text()) == {"a": [1, 2]}
-    path = store.write_artefact(tmp_path / "run", store.ADVERSARIAL, RECORDS)
+    path = runfiles.write_artefact(tmp_path / "run", store.ADVERSARIAL, RECORDS)
     assert read_jsonl_gz(path) == RECORDS
-    assert sorted(p.name for p in (tmp_path / "run").iterdir()) == sorted([store.CHECKLIST_INFO, store.ADVERSARIAL])
+    assert sorted(p.name for p in (tmp_path / "run").iterdir()) == sorted([store.CHECKLIST_INFO, store.ADVERSARIAL, "manifest.json"])
 
 
 # ---------------------------------------------------------------- no built-in evaluator writes into run_dir
@@ -187,4 +187,4 @@ def test_no_builtin_evaluator_writes_into_the_run_folder(tmp_path):
         assert list(ctx.run_dir.iterdir()) == [], f"{evaluator.name} wrote into run_dir"
         assert set(evaluator.artefacts(ctx.options)) <= set(evaluation.artefacts), evaluator.name
         for name in evaluation.artefacts:
-            store.check_artefact_name(name)
+            runfiles.check_artefact_name(name)

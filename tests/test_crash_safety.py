@@ -79,15 +79,15 @@ def die_at(kind, name=""):
 
 def arm():
     """Install the kill points (they do nothing unless CHAOS_KILL names them)."""
-    from bench.results import store
+    from bench.results import atomic, store
     from bench.evaluators.representation import Representation
     from bench.training.trainer import Trainer
 
-    atomic_path, step, evaluate = store.atomic_path, Trainer.step, Representation.evaluate
+    atomic_path, step, evaluate = atomic.atomic_path, Trainer.step, Representation.evaluate
 
     @contextlib.contextmanager
-    def killable_atomic_path(path):
-        with atomic_path(path) as tmp:
+    def killable_atomic_path(path, run_dir=None):
+        with atomic_path(path, run_dir) as tmp:
             yield tmp
             die_at("write", path.name)
         die_at("renamed", path.name)
@@ -102,7 +102,8 @@ def arm():
         die_at("eval")
         return records
 
-    store.atomic_path, Trainer.step, Representation.evaluate = killable_atomic_path, killable_step, killable_evaluate
+    atomic.atomic_path = store.atomic_path = killable_atomic_path  # run files (bench.results.atomic), the table
+    Trainer.step, Representation.evaluate = killable_step, killable_evaluate
 
 
 def zygote():

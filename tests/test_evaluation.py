@@ -186,7 +186,7 @@ def test_evaluations_are_stored_cached_skipped_and_failures_recorded(tmp_path, s
     again = {o.evaluator: o.status for o in evaluate_run(spec, sentiment_data, model, run_dir, evaluators, options,
                                                          torch.device("cpu"))}
     assert again["repr"] == "cached"            # finished: not recomputed
-    assert again["missing"] == "skipped"        # a skip is retried (the resource may exist by now)
+    assert again["missing"] == "skipped"        # stored: skipped again, retried only when what it read changed
     assert again["exploding"] == "failed"
 
 

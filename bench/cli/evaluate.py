@@ -50,7 +50,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     if args.model:  # its runs are written there: checked before torch is imported
         check_results_dir(results_dir)
     from bench.reporting.summary import evaluation_table
-    from bench.results import store
+    from bench.results import runfiles, store
     from bench.results.store import find_runs
     from bench.running.evaluation import build_evaluators
     from bench.running.rescoring import check_scorable, rescore
@@ -78,7 +78,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         outcomes.extend(done)
     rows = [row for o in outcomes for row in o.rows if row.get("metric") != "skipped"]
     if rows:  # the runs' clean rows tell which of them collapsed: the runs asked for are shown, those marked †
-        clean = [row for run in runs if (run / store.ROWS).is_file() for row in store.read_json(run / store.ROWS)]
+        clean = [row for run in runs if (run / store.ROWS).is_file() for row in runfiles.read_json(run, store.ROWS)]
         table = evaluation_table(clean + rows, include_collapsed=True)
         print(table.to_string(index=False))
         for note in table.attrs.get("notes", []):
@@ -110,11 +110,11 @@ def check_targets(args: argparse.Namespace) -> None:
 
 def check_external(runs: list[Any]) -> None:
     """A BenchError for runs of outside models given as RUN: they have no saved model; --model scores them."""
-    from bench.results import store
+    from bench.results import runfiles, store
     from bench.running.external import EXTERNAL
 
     for run in runs:
-        spec = store.read_json(run / store.SPEC) if (run / store.SPEC).is_file() else {}
+        spec = runfiles.read_json(run, store.SPEC) if (run / store.SPEC).is_file() else {}
         if spec.get("method") == EXTERNAL:
             source = spec.get("external", {}).get("model", spec.get("encoder", "PATH"))
             raise BenchError(f"{run.name} scored an outside model: score it again with `clbench evaluate --model "

@@ -11,7 +11,7 @@ import sys
 import warnings
 from pathlib import Path
 
-from bench.cli import doctor, evaluate, export, listing, plot, report, run, status
+from bench.cli import doctor, evaluate, export, listing, plot, report, run, status, verify
 from bench.cli.common import StrictParser, quiet_transformers
 from bench.errors import BenchError
 
@@ -21,7 +21,8 @@ PROGRAMS = ("clbench", "bench")  # the installed scripts; `bench` alone clashes 
 PLANNED: dict[str, str] = {}  # subcommands announced but not implemented yet: name -> what it will do
 COMMANDS = {"list": listing.cmd_list, "run": run.cmd_run, "evaluate": evaluate.cmd_evaluate,
             "results": report.cmd_results, "report": report.cmd_report, "plot": plot.cmd_plot,
-            "status": status.cmd_status, "doctor": doctor.cmd_doctor, "export": export.cmd_export}
+            "status": status.cmd_status, "verify": verify.cmd_verify, "doctor": doctor.cmd_doctor,
+            "export": export.cmd_export}
 
 
 def program_name(argv0: str | None = None) -> str:
@@ -47,6 +48,7 @@ def build_parser(prog: str | None = None) -> StrictParser:
     evaluate.add_parser(sub, common)
     export.add_parser(sub, common)
     status.add_parser(sub, common)
+    verify.add_parser(sub, common)
     report.add_results_parser(sub, common)
     report.add_report_parser(sub, common)
     plot.add_plot_parser(sub, common)

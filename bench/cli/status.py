@@ -12,7 +12,7 @@ from bench.results.store import results_dir as resolve_results_dir
 
 def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
     """The `clbench status` subcommand and its arguments."""
-    status = sub.add_parser("status", parents=[common], help="state of every shard: done, running, pending, "
+    status = sub.add_parser("status", parents=[common], help="state of every shard: done, damaged, running, pending, "
                                                               "failed, cancelled, interrupted",
                             description="List the shards under a results folder with their state and reason; "
                                         "shards submitted to SLURM are looked up with sacct.")
@@ -25,7 +25,7 @@ def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
 
 
 def cmd_status(args: argparse.Namespace) -> int:
-    """Print every shard's state (done, running, pending, failed, cancelled, interrupted, unknown) and the
+    """Print every shard's state (done, damaged, running, pending, failed, cancelled, interrupted, unknown) and the
     counts, then a warning naming the done shards that collapsed; with --wait, first follow them until each has
     ended."""
     from bench.running.status import format_table, shard_states, summary_line

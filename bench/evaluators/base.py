@@ -186,7 +186,8 @@ def as_evaluation(result: Evaluation | list[dict[str, Any]]) -> Evaluation:
 
 
 class Evaluator:
-    """Base class: subclasses set `name`, `option_names` and implement `evaluate` (and maybe `skip_reason`)."""
+    """Base class: subclasses set `name`, `option_names` and implement `evaluate` (and maybe `skip_reason`, with
+    `skip_inputs` saying what it reads)."""
 
     name: ClassVar[str] = ""
     option_names: ClassVar[tuple[str, ...]] = ()   # options that change this evaluator's results
@@ -197,6 +198,12 @@ class Evaluator:
 
         A skipped evaluator is recorded in the results with its reason; it is never an error."""
         return None
+
+    def skip_inputs(self, options: EvalOptions, data_name: str, explicit: bool, device_type: str) -> dict[str, Any]:
+        """What this evaluator's skip decision depends on besides its settings (which its file name already
+        hashes): cheap to compute, no model needed. A stored skip is retried only when this differs from what
+        was stored with it."""
+        return {"explicit": explicit, "device": device_type}
 
     def artefacts(self, options: EvalOptions) -> tuple[str, ...]:
         """Files (names in the run folder) that these options ask for besides the rows, returned by `evaluate`

@@ -43,6 +43,11 @@ def default_contrast_set(dataset: str) -> str:
     return str(((card.evaluation if card else None) or {}).get("contrast_set") or "")
 
 
+def contrast_source(options: EvalOptions, data_name: str) -> str:
+    """The contrast set an evaluation of data `data_name` uses: --contrast-set, else the card's default, or ''."""
+    return options.contrast_set or default_contrast_set(data_name)
+
+
 def resolve_set(name_or_path: str, data_dir: str) -> Path:
     """A contrast-set folder or file from a path or a name looked up under the data folders."""
     path = find_named(name_or_path, data_dir or None)
@@ -135,7 +140,23 @@ class ContrastSets(Evaluator):
 
     def source(self, ctx: EvalContext) -> str:
         """The contrast set to use: --contrast-set, else the dataset card's default."""
-        return ctx.options.contrast_set or default_contrast_set(ctx.data.name)
+        return contrast_source(ctx.options, ctx.data.name)
+
+    def skip_inputs(self, options: EvalOptions, data_name: str, explicit: bool, device_type: str) -> dict[str, Any]:
+        """Base inputs, whether a contrast set is named (given or by the card), whether it is found, and the
+        size and modification time of its split file (a set whose labels the model does not predict is skipped
+        in `evaluate`)."""
+        out = super().skip_inputs(options, data_name, explicit, device_type)
+        name = contrast_source(options, data_name)
+        out["contrast_set"] = bool(name)
+        if name:
+            path = find_named(name, options.data_dir or None)
+            out["found"] = path is not None
+            file = (find_split_file(path, options.contrast_split) if path.is_dir() else path) if path else None
+            if file is not None:
+                stat = file.stat()
+                out["file"] = [stat.st_size, stat.st_mtime_ns]
+        return out
 
     def settings(self, options: EvalOptions) -> dict[str, Any]:
         """Base settings; `contrast_kinds` only as what it changes in the default mapping, and only when it

@@ -1,24 +1,18 @@
-"""Trained models behind the evaluators' `Classifier` interface, and the saved-model round trip."""
+"""Trained models behind the evaluators' `Classifier` interface (saving and loading them: bench.results.runfiles)."""
 
 from __future__ import annotations
 
 import contextlib
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
 
-from bench.results import store
 from bench.data.batching import Encoded, collate, in_input_order, sorted_batches, to_device
 from bench.data.bounds import TextBound
 from bench.encoders.models import EncoderBundle
-from bench.errors import BenchError
 from bench.evaluators.base import Classifier
 from bench.evaluators.metrics import softmax
-
-MODEL_FILE = store.MODEL
-MODEL_PARTS = ("encoder.", "head.")  # what prediction needs; method-only modules (projectors, targets) are left out
 
 
 class ModelClassifier(Classifier):
@@ -79,29 +73,3 @@ class ModelClassifier(Classifier):
     def embed(self, texts: list[str], dropout: bool = False) -> np.ndarray:
         """Pooled representations (n, d)."""
         return self._run(texts, "pooled", dropout)
-
-
-def save_model(method: torch.nn.Module, path: Path) -> None:
-    """Store the weights prediction needs (encoder and head) atomically."""
-    from bench.results.store import atomic_torch_save
-
-    state = {k: v.detach().cpu() for k, v in method.state_dict().items() if k.startswith(MODEL_PARTS)}
-    atomic_torch_save(state, path)
-
-
-def require_model(path: Path) -> None:
-    """A one-line BenchError when a run has no saved model file at `path`."""
-    if not path.is_file():
-        raise BenchError(f"{path.parent.name} has no saved model ({path.name}); it ran with --no-save-model or "
-                         "before models were saved: re-run it with `clbench run ... --overwrite`")
-
-
-def load_model(method: torch.nn.Module, path: Path) -> None:
-    """Load weights written by `save_model` into a freshly built method (encoder + head must match)."""
-    require_model(path)
-    state = torch.load(path, map_location="cpu", weights_only=True)
-    missing, unexpected = method.load_state_dict(state, strict=False)
-    missing = [k for k in missing if k.startswith(MODEL_PARTS)]
-    if missing or unexpected:
-        raise BenchError(f"saved model {path} does not fit the rebuilt encoder (missing {missing[:3]}, "
-                         f"unexpected {unexpected[:3]}); was the encoder changed since the run?")

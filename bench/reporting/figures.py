@@ -24,7 +24,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
-from bench.results import store
+from bench.results import runfiles, store
 from bench.errors import BenchError
 
 DPI = 200
@@ -126,7 +126,7 @@ def save_plot(plot: Plot, reports_dir: Path) -> list[Path]:
 
 def run_info(run_dir: Path) -> RunInfo:
     """The identity of a run from its spec.json."""
-    spec = store.read_json(Path(run_dir) / store.SPEC)
+    spec = runfiles.read_json(Path(run_dir), store.SPEC)
     data = spec.get("data") or {}
     return RunInfo(Path(run_dir), str(spec.get("key") or Path(run_dir).name), str(spec.get("method", "?")),
                    str(spec.get("dataset", "?")), str(spec.get("encoder", "?")), int(spec.get("seed", 0)),
@@ -139,7 +139,7 @@ def read_run_file(run: RunInfo, name: str, fix: str) -> Any:
     path = run.path / name
     if not path.is_file():
         raise BenchError(f"run {run.key} has no {name}; {fix}")
-    return store.read_json(path)
+    return runfiles.read_json(run.path, name)
 
 
 def class_names(run: RunInfo, size: int, stored: Sequence[str] | None = None) -> list[str]:
@@ -167,7 +167,7 @@ def read_ldm(run: RunInfo) -> np.ndarray:
 def ldm_start(run: RunInfo) -> float:
     """The value every label-distance entry starts at: the clld methods fill the matrix with their `tau` knob
     (`torch.full(..., tau)` in methods/clld.py); the run's own tau from spec.json, else the method's default."""
-    config = store.read_json(run.path / store.SPEC).get("method_config") or {}
+    config = runfiles.read_json(run.path, store.SPEC).get("method_config") or {}
     if isinstance(config.get("tau"), (int, float)):
         return float(config["tau"])
     from bench.catalog import registry  # the knob defaults, read from the method sources without importing them
@@ -190,7 +190,7 @@ def ldm_update_note(run: RunInfo) -> str:
     """`N label-distance updates` for a clld-adaptive run (with a warning when fewer than FEW_LDM_UPDATES: it
     trained nearly as cl), "" for a run that stores no updates (clld-static, cl)."""
     path = run.path / store.METHOD_STATE
-    count = store.ldm_update_count(store.read_json(path)) if path.is_file() else None
+    count = store.ldm_update_count(runfiles.read_json(run.path, store.METHOD_STATE)) if path.is_file() else None
     if count is None:
         return ""
     note = f"{count} label-distance update{'' if count == 1 else 's'}"

@@ -28,7 +28,8 @@ import pandas as pd
 from bench.reporting.cellframes import DIGITS
 from bench.reporting.collapsed import split_runs
 from bench.reporting.tables import CELL, clean_accuracy, method_key
-from bench.results import store
+from bench.errors import BenchError
+from bench.results import runfiles, store
 
 ENTRY = ["encoder", "method"]
 
@@ -111,8 +112,8 @@ def run_log(run_dir: Path) -> tuple[float, float]:
     the file or the entry is missing)."""
     path = run_dir / store.TRAIN_LOG
     try:
-        log = store.read_json(path) if path.is_file() else {}
-    except ValueError:  # a damaged log: its numbers are unknown, the rest of the page stands
+        log = runfiles.read_json(run_dir, store.TRAIN_LOG) if path.is_file() else {}
+    except (ValueError, BenchError):  # a damaged log: its numbers are unknown, the rest of the page stands
         log = {}
     params = (log.get("encoder") or {}).get("params")
     return (float(params) if isinstance(params, (int, float)) else math.nan,

@@ -8,16 +8,18 @@ versions, settings or data never end up averaged together unnoticed.
 from __future__ import annotations
 
 import functools
+import logging
 import json
 import math
 from pathlib import Path
 
 import pandas as pd
 
-from bench.results import store
+from bench.results import runfiles, store
 from bench.errors import BenchError
 from bench.spec import REGIME_DEFAULTS, REGIME_FIELDS, RELEASED, regime_label
 
+log = logging.getLogger(__name__)
 CELL_KEYS = ["dataset", "encoder", "method"]  # one table cell (over seeds) per method on a dataset x encoder
 SHARD_KEYS = [*CELL_KEYS, "seed"]
 TEXT_COLUMNS = ("run_key", "method", "dataset", "encoder", "evaluator", "split", "metric", "label", "note",
@@ -31,6 +33,14 @@ def load_results(results_dir: Path | str) -> pd.DataFrame:
     finished = sorted(path.parent for path in results_dir.glob(f"*/{store.ROWS}"))
     if not finished:
         raise BenchError(f"no finished runs under {results_dir}; run `clbench run` first")
+    damaged = {run: found[0] for run in finished if (found := runfiles.problems(run))}
+    if damaged:  # left out, in one line: their files do not verify
+        first = next(iter(damaged.values()))
+        log.warning("left out %d damaged run(s) (e.g. %s); `clbench verify --results-dir %s` lists them, `clbench run` "
+                    "repairs them", len(damaged), first, results_dir)
+    finished = [run for run in finished if run not in damaged]
+    if not finished:
+        raise BenchError(f"no undamaged finished runs under {results_dir}; `clbench run` repairs them")
     frame = _current_table(results_dir, finished)
     if frame is None:
         frame = pd.DataFrame(store.finished_rows(results_dir))
@@ -53,6 +63,8 @@ def _current_table(results_dir: Path, finished: list[Path]) -> pd.DataFrame | No
         frame = pd.read_parquet(table)
     except (OSError, ValueError):  # a damaged or foreign file: fall back to the run folders
         return None
+    if "run_key" in frame:  # runs damaged since the table was gathered are left out
+        frame = frame[frame["run_key"].isin({run.name for run in finished})].reset_index(drop=True)
     if "run_key" not in frame or set(frame["run_key"]) != {run.name for run in finished}:
         return None
     stored = frame[frame["evaluator"] != "clean"] if "evaluator" in frame else frame.iloc[:0]

@@ -24,8 +24,7 @@ from scipy.stats import bootstrap
 from statsmodels.stats.contingency_tables import mcnemar
 from statsmodels.stats.multitest import multipletests
 
-from bench.results import store
-from bench.data.files import read_rows
+from bench.results import runfiles, store
 from bench.errors import BenchError
 
 PREDICTIONS = store.PREDICTIONS
@@ -43,9 +42,9 @@ def load_predictions(run_dir: Path | str) -> pd.DataFrame:
         raise BenchError(f"{path} is missing, so the run cannot be compared item by item; "
                          f"re-run it with `clbench run ... --overwrite`")
     try:
-        records = read_rows(path)
-    except BenchError as exc:
-        raise BenchError(f"{exc}; re-run the run with --overwrite") from exc
+        records = runfiles.read_jsonl_gz(Path(run_dir), PREDICTIONS)
+    except BenchError as exc:  # damaged (bench.results.manifest): `clbench run` retrains it
+        raise BenchError(f"{exc}; `clbench run` retrains the run (or re-run it with --overwrite)") from exc
     frame = pd.DataFrame(records).reindex(columns=["id", "gold", "predicted"])
     if frame.isna().any().any():
         raise BenchError(f"{path} has records without id, gold or predicted; re-run the run with --overwrite")

@@ -48,6 +48,7 @@ TIMEOUT_SECONDS = 600.0  # a lease whose heartbeat is older than this is stale, 
 GRAVE = ".stale"  # `.lease.json.<random>.stale`: a lease being removed (lives for microseconds)
 MARKER = ".takeover"  # `.lease.json.<stale lease's token>.takeover`: who may remove that stale lease
 GRAVE_AGE_SECONDS = 60.0  # a grave or marker older than this was left by a process killed mid-take-over: debris
+WRITING_SECONDS = 2.0  # an unreadable lease older than this is damaged (writing one takes microseconds)
 LOST_CHECKS = 3  # a missing lease file is re-read this often (50 ms apart) before it counts as lost
 
 
@@ -112,7 +113,9 @@ def stale_reason(info: LeaseInfo, now: float | None = None) -> str:
     timeout = f"no heartbeat for {format_age(age)} (timeout {format_age(TIMEOUT_SECONDS)})"
     record = info.record
     if not record:
-        return f"unreadable lease, {timeout}" if age > TIMEOUT_SECONDS else ""
+        if age > WRITING_SECONDS:  # a lease is filled microseconds after it is created: this one is damaged
+            return f"a damaged lease ({len(info.raw)} bytes, not a lease record), taken over at once"
+        return ""
     me = identity()
     if record.get("slurm_job") and record.get("slurm_job") == me["slurm_job"] \
             and int(record.get("slurm_restart", 0)) < me["slurm_restart"]:

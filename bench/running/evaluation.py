@@ -1,9 +1,11 @@
 """Run evaluators on a trained run (right after training, or later from its saved model) and store what they
 return in the run folder: their rows in `evals/<evaluator>-<settings hash>.json`, one file per evaluator and
-settings, and their artefacts (per-example files) under their plain names, kept per settings beside the rows."""
+settings, and their artefacts (per-example files) under their plain names, kept per settings beside the rows.
+A stored skip is run again only when what it read (`Evaluator.skip_inputs`) changed."""
 
 from __future__ import annotations
 
+import json
 import logging
 import math
 import time
@@ -16,7 +18,7 @@ from typing import Any
 import torch
 
 import bench.evaluators  # noqa: F401  (registers the evaluators)
-from bench.results import store
+from bench.results import runfiles, store
 from bench.data.bounds import TextBound, bound_data
 from bench.data.cards import Card
 from bench.data.loading import FOLDER, TextData, load_dataset, source_data_dir
@@ -24,7 +26,7 @@ from bench.data.regimes import apply_regime
 from bench.errors import BenchError, SkipEvaluator
 from bench.evaluators.base import (Classifier, EvalContext, EvalOptions, Evaluator, as_evaluation, hash_settings,
                                    settings_text)
-from bench.evaluators.model import MODEL_FILE, ModelClassifier, load_model, require_model
+from bench.evaluators.model import ModelClassifier
 from bench.running.provenance import provenance
 from bench.registry import DATASETS, EVALUATORS, METHODS
 from bench.spec import RunSpec, changed_against_defaults
@@ -35,7 +37,8 @@ CACHE = ".cache"
 
 @dataclass
 class EvalOutcome:
-    """How one evaluator ended on one run: done, cached (stored earlier), skipped (with reason) or failed."""
+    """How one evaluator ended on one run: done, cached (stored earlier), skipped (with reason; now, or stored
+    and still current) or failed."""
 
     run_key: str
     evaluator: str
@@ -63,17 +66,27 @@ def options_for_data(options: EvalOptions, data: TextData) -> EvalOptions:
     return options.for_card(data_card(data.name, data.source))
 
 
+def run_data(run_dir: Path) -> dict[str, Any]:
+    """The `data` record of the run's spec.json (empty while it has none)."""
+    spec = run_dir / store.SPEC
+    return runfiles.read_json(run_dir, store.SPEC).get("data", {}) if spec.is_file() else {}
+
+
 def options_for_run(options: EvalOptions, run_dir: Path) -> EvalOptions:
     """`options_for_data` for the run in `run_dir`, its data read from its spec.json (the options as given while
     it has none)."""
-    spec = run_dir / store.SPEC
-    data = store.read_json(spec).get("data", {}) if spec.is_file() else {}
+    data = run_data(run_dir)
     return options.for_card(data_card(str(data.get("name", "")), str(data.get("source", ""))))
 
 
 def evaluation_path(run_dir: Path, evaluator: Evaluator, options: EvalOptions) -> Path:
     """Where an evaluator's rows for these settings are stored in a run folder."""
     return run_dir / store.EVALS / f"{evaluator.name}-{evaluator.settings_hash(options)}.json"
+
+
+def evaluation_name(path: Path) -> str:
+    """An evaluation file's name inside its run folder (`evals/<evaluator>-<hash>.json`)."""
+    return f"{store.EVALS}/{path.name}"
 
 
 def artefact_folder(run_dir: Path, evaluator: Evaluator, options: EvalOptions) -> Path:
@@ -86,9 +99,9 @@ def write_artefacts(run_dir: Path, artefacts: dict[str, Any]) -> None:
     """Write an evaluation's artefacts into the run folder under their plain names, through the store (every
     name is checked first: one the store cannot write leaves all unwritten)."""
     for name in artefacts:
-        store.check_artefact_name(name)
+        runfiles.check_artefact_name(name)
     for name, content in artefacts.items():
-        store.write_artefact(run_dir, name, content)
+        runfiles.write_artefact(run_dir, name, content)
 
 
 def keep_artefacts(run_dir: Path, evaluator: Evaluator, options: EvalOptions) -> None:
@@ -96,14 +109,14 @@ def keep_artefacts(run_dir: Path, evaluator: Evaluator, options: EvalOptions) ->
     folder = artefact_folder(run_dir, evaluator, options)
     for name in evaluator.artefacts(options):
         if (run_dir / name).is_file():  # one not written leaves the evaluation incomplete (see is_done)
-            store.link_or_copy(run_dir / name, folder / name)
+            runfiles.link(run_dir, name, f"{folder.relative_to(run_dir).as_posix()}/{name}")
 
 
 def restore_artefacts(run_dir: Path, evaluator: Evaluator, options: EvalOptions) -> None:
     """Put a stored evaluation's files back under their plain names (they are what was asked for now)."""
     folder = artefact_folder(run_dir, evaluator, options)
     for name in evaluator.artefacts(options):
-        store.link_or_copy(folder / name, run_dir / name)
+        runfiles.link(run_dir, f"{folder.relative_to(run_dir).as_posix()}/{name}", name)
 
 
 def adopt_unkept_files(run_dir: Path, evaluator: Evaluator, names: tuple[str, ...]) -> None:
@@ -114,42 +127,91 @@ def adopt_unkept_files(run_dir: Path, evaluator: Evaluator, names: tuple[str, ..
     if not unkept:
         return
     stored = sorted((p for p in (run_dir / store.EVALS).glob(f"{evaluator.name}-*.json")
-                     if not p.name.endswith(".error.json") and store.read_json(p).get("status") == "done"),
+                     if not p.name.endswith(".error.json")
+                     and runfiles.read_json(run_dir, f"{store.EVALS}/{p.name}").get("status") == "done"),
                     key=lambda p: p.stat().st_mtime)
     for file in unkept:
         owner = next((p for p in stored if p.stat().st_mtime >= file.stat().st_mtime), None)
         if owner is not None and not (owner.with_suffix("") / file.name).exists():
-            store.link_or_copy(file, owner.with_suffix("") / file.name)
+            runfiles.link(run_dir, file.name, f"{store.EVALS}/{owner.stem}/{file.name}")
 
 
-def is_done(run_dir: Path, evaluator: Evaluator, options: EvalOptions) -> bool:
-    """Whether the evaluation is stored as finished with every file the options ask for (a stored skip is
-    retried: the missing resource may exist now); the options as they apply to the run (`options_for_run`)."""
+def skip_inputs(evaluator: Evaluator, options: EvalOptions, data_name: str, explicit: bool,
+                device_type: str) -> Any:
+    """`evaluator.skip_inputs` as stored (a JSON value); None when it fails (a stored skip is then retried)."""
+    try:
+        return json.loads(json.dumps(evaluator.skip_inputs(options, data_name, explicit, device_type),
+                                     sort_keys=True, default=str))
+    except Exception as exc:  # a plugin's bug must not stop the run: its skips are retried, as before
+        log.warning("%s: skip_inputs failed (%s: %s); its stored skips are retried", evaluator.name,
+                    exc.__class__.__name__, exc)
+        return None
+
+
+def stored_status(run_dir: Path, evaluator: Evaluator, options: EvalOptions, explicit: bool = True,
+                  device_type: str | None = None, data_name: str | None = None) -> str | None:
+    """`done` when the evaluation is stored as finished with every file the options ask for, `skipped` when it
+    is stored as skipped and what its skip read is unchanged (`Evaluator.skip_inputs`; a skip stored without
+    them, or a `device_type` of None, is retried), else None; the options as they apply to the run
+    (`options_for_run`), its data name read from its spec.json unless given."""
     options = options_for_run(options, run_dir)
     path = evaluation_path(run_dir, evaluator, options)
-    if not (path.is_file() and store.read_json(path).get("status") == "done"):
-        return False
+    stored = runfiles.read_json(run_dir, evaluation_name(path)) if path.is_file() else {}
+    if stored.get("status") == "skipped":
+        if device_type is None or stored.get("skip_inputs") is None:
+            return None
+        name = str(run_data(run_dir).get("name", "")) if data_name is None else data_name
+        current = skip_inputs(evaluator, options, name, explicit, device_type)
+        return "skipped" if stored["skip_inputs"] == current else None
+    if stored.get("status") != "done":
+        return None
     names = evaluator.artefacts(options)
     adopt_unkept_files(run_dir, evaluator, names)
     folder = artefact_folder(run_dir, evaluator, options)
-    return all((folder / name).is_file() for name in names)
+    return "done" if all((folder / name).is_file() for name in names) else None
+
+
+def is_done(run_dir: Path, evaluator: Evaluator, options: EvalOptions, explicit: bool = True,
+            device_type: str | None = None) -> bool:
+    """Whether the evaluation needs no run: stored as finished with its files, or stored as skipped with the
+    same `skip_inputs` (see `stored_status`; `explicit` and `device_type` as the run would have them)."""
+    return stored_status(run_dir, evaluator, options, explicit, device_type) is not None
+
+
+def requested_device_type(device: str) -> str | None:
+    """The device type a `--device` value runs on (`auto`: cuda when available, else cpu), cheaply, without
+    resolving it; None for a value that does not parse or names a CUDA device where there is none."""
+    if device == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    try:
+        kind = torch.device(device).type
+    except (RuntimeError, ValueError):
+        return None
+    return None if kind == "cuda" and not torch.cuda.is_available() else kind
 
 
 def evaluate_run(spec: RunSpec, data: TextData, classifier: Classifier, run_dir: Path, evaluators: list[Evaluator],
                  options: EvalOptions, device: torch.device, overwrite: bool = False,
                  explicit: bool = True) -> list[EvalOutcome]:
-    """Run each evaluator on a trained classifier unless its rows for these settings are stored already; the
-    options as they apply to the run's data (`options_for_data`), its texts cut to what the model sees
-    (bench.data.bounds: the classifier's bound, else the run's max_length in characters)."""
+    """Run each evaluator on a trained classifier unless its rows for these settings, or a skip that still
+    holds (`stored_status`), are stored already; the options as they apply to the run's data
+    (`options_for_data`), its texts cut to what the model sees (bench.data.bounds: the classifier's bound, else
+    the run's max_length in characters)."""
     options = options_for_data(options, data)
     bound = getattr(classifier, "bound", None) or TextBound(spec.train.max_length)
     data = bound_data(data, bound)
     outcomes = []
     for evaluator in evaluators:
         path = evaluation_path(run_dir, evaluator, options)
-        if not overwrite and is_done(run_dir, evaluator, options):
+        stored = None if overwrite else stored_status(run_dir, evaluator, options, explicit, device.type, data.name)
+        if stored == "skipped":  # what skipped it is unchanged: skipped again, for the reason stored
+            record = runfiles.read_json(run_dir, evaluation_name(path))
+            outcomes.append(EvalOutcome(spec.key, evaluator.name, "skipped", str(record.get("reason", "")),
+                                        rows=record.get("rows", [])))
+            continue
+        if stored == "done":
             restore_artefacts(run_dir, evaluator, options)
-            outcomes.append(EvalOutcome(spec.key, evaluator.name, "cached", rows=store.read_json(path)["rows"]))
+            outcomes.append(EvalOutcome(spec.key, evaluator.name, "cached", rows=runfiles.read_json(run_dir, evaluation_name(path))["rows"]))
             continue
         outcomes.append(run_one(spec, data, classifier, run_dir, evaluator, options, device, path, explicit, bound))
     return outcomes
@@ -192,7 +254,10 @@ def run_one(spec: RunSpec, data: TextData, classifier: Classifier, run_dir: Path
     rows = [row_for(spec, evaluator.name, record, meta) for record in records]
     if status == "done":
         keep_artefacts(run_dir, evaluator, options)  # before the rows: a stored "done" has its files
-    store.write_json(path, {"status": status, "reason": reason, "settings": settings, "rows": rows})
+    record = {"status": status, "reason": reason, "settings": settings, "rows": rows}
+    if status == "skipped":  # what the skip read: it is retried when that changes (stored_status)
+        record["skip_inputs"] = skip_inputs(evaluator, options, data.name, explicit, device.type)
+    runfiles.write_json(run_dir, evaluation_name(path), record)
     path.with_suffix(".error.json").unlink(missing_ok=True)
     return EvalOutcome(spec.key, evaluator.name, status, reason, seconds, rows)
 
@@ -211,8 +276,6 @@ def spec_columns(spec: RunSpec) -> dict[str, Any]:
     method version and variant, the data fingerprint, the knob combination (`combo`, equal across seeds) and the
     knobs it changed (`knobs`, JSON), the data regime's settings (train_size, ..., noise_kind) and its draw
     (`data_draw`: per-seed or fixed, TrainConfig.data_draw)."""
-    import json
-
     changed = changed_against_defaults(spec, METHODS)
     return {"config_hash": spec.config_hash, "method_version": spec.method_version, "variant": spec.variant,
             "data_fingerprint": spec.data_fingerprint, "combo": spec.combo,
@@ -231,7 +294,7 @@ def row_for(spec: RunSpec, evaluator: str, record: dict[str, Any], meta: dict[st
 
 def data_for_run(run_dir: Path, spec: RunSpec, data_dir: str | None) -> TextData:
     """Reload the run's dataset (same carve) and check it is the data the run was trained on."""
-    recorded = store.read_json(run_dir / store.SPEC).get("data", {})
+    recorded = runfiles.read_json(run_dir, store.SPEC).get("data", {})
     source = str(recorded.get("source", ""))
     candidates: list[str | None] = [data_dir] if data_dir else []
     recorded_dir = source_data_dir(source)
@@ -258,7 +321,7 @@ def load_run_classifier(run_dir: Path, spec: RunSpec, data: TextData, device: to
     from bench.training.setup import autocast_dtype
     from bench.methods.base import Method
 
-    require_model(run_dir / MODEL_FILE)  # before the (slow) encoder build
+    runfiles.require_model(run_dir)  # before the (slow) encoder build
     bundle = build_encoder(spec.encoder, data.train.texts, spec.train)
     method = Method(bundle.model, data.num_labels, head_dropout=spec.train.head_dropout)
     # the head the run trained where it is not the shared one (lcl's released head: Method.run_head)
@@ -266,7 +329,7 @@ def load_run_classifier(run_dir: Path, spec: RunSpec, data: TextData, device: to
     head = run_head(spec, bundle.model.hidden_size, data.num_labels) if run_head is not None else None
     if head is not None:
         method.head = head
-    load_model(method, run_dir / MODEL_FILE)
+    runfiles.load_model(run_dir, method)
     return ModelClassifier(method, bundle, data.label_names, device,
                            amp_dtype=autocast_dtype(spec.train.precision, device),
                            bucket=auto_bucket(device.type, compiled=False), max_width=spec.train.max_length)

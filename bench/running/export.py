@@ -12,8 +12,7 @@ from bench.data.loading import TextData
 from bench.encoders.hf_export import check_target, export_hf, pooling_problem
 from bench.encoders.models import EncoderBundle
 from bench.errors import BenchError
-from bench.evaluators.model import MODEL_FILE, require_model
-from bench.results import store
+from bench.results import runfiles, store
 from bench.running.evaluation import data_for_run, load_run_classifier
 from bench.spec import RunSpec
 
@@ -45,12 +44,12 @@ def export_run(run_dir: Path, folder: Path, device: torch.device, data_dir: str 
     """Export a finished run's saved model (model.pt) to `folder`; returns what was written."""
     if not store.is_finished(run_dir):
         raise BenchError(f"run {run_dir.name} is not finished; finish it with `clbench run` first")
-    if not (run_dir / MODEL_FILE).is_file() and (run_dir / HF_FOLDER / "config.json").is_file():
+    if not (run_dir / store.MODEL).is_file() and (run_dir / HF_FOLDER / "config.json").is_file():
         raise BenchError(f"run {run_dir.name} kept its model in Hugging Face format only (--save-format hf): "
                          f"{run_dir / HF_FOLDER} is the export; copy that folder")
-    require_model(run_dir / MODEL_FILE)
+    runfiles.require_model(run_dir)
     check_target(Path(folder), overwrite)  # before the (slow) rebuild
-    spec = RunSpec.from_json(store.read_json(run_dir / store.SPEC))
+    spec = RunSpec.from_json(runfiles.read_json(run_dir, store.SPEC))
     if pooling_problem(spec.train.pooling):
         raise BenchError(f"run {spec.key}: {pooling_problem(spec.train.pooling)}")
     data = data_for_run(run_dir, spec, data_dir)

@@ -15,7 +15,7 @@ from sklearn.metrics import confusion_matrix
 
 from bench.data.loading import TextData, load_dataset, source_data_dir
 from bench.evaluators.metrics import classification_records, collapse_note
-from bench.results import store
+from bench.results import runfiles, store
 from bench.running.evaluation import (EvalOutcome, build_evaluators, evaluate_run, options_for_data,
                                      spec_columns)
 from bench.running.outside import (OutsideClassifier, fingerprint, label_columns, load_outside, max_length_of,
@@ -55,10 +55,10 @@ def clean_rows(spec: RunSpec, data: TextData, classifier: OutsideClassifier, dev
     predicted = probabilities.argmax(1)
     validation = classifier.predict(data.validation.texts) if len(data.validation) else np.zeros(0, dtype=int)
     collapsed = collapse_note(data.test.labels, predicted, names)
-    store.write_jsonl_gz(run_dir / store.PREDICTIONS, [
+    runfiles.write_jsonl_gz(run_dir, store.PREDICTIONS, [
         {"id": i, "gold": names[g], "predicted": names[p], "probabilities": np.round(pr, 6).tolist()}
         for i, g, p, pr in zip(data.test.ids, data.test.labels, predicted, probabilities)])
-    store.write_json(run_dir / store.CONFUSION, {
+    runfiles.write_json(run_dir, store.CONFUSION, {
         "labels": names, "validation": None,
         "test": confusion_matrix(data.test.labels, predicted, labels=range(len(names))).tolist()})
     base = {"run_key": spec.key, "method": spec.method, "dataset": spec.dataset, "encoder": spec.encoder,
@@ -102,9 +102,9 @@ def evaluate_external(source: str, datasets: list[str], request: ShardRequest, d
         about = {"model": name, **files, "label_columns": columns, "model_labels": model_labels(model),
                  "max_length": max_length}
         if overwrite or not store.is_finished(run_dir):
-            store.write_json(run_dir / store.SPEC, {**spec.to_json(), "data": data.describe(), "external": about})
-            store.write_json(run_dir / store.ROWS, clean_rows(spec, data, classifier, device, run_dir, about))
-        rows = store.read_json(run_dir / store.ROWS)
+            runfiles.write_json(run_dir, store.SPEC, {**spec.to_json(), "data": data.describe(), "external": about})
+            runfiles.write_json(run_dir, store.ROWS, clean_rows(spec, data, classifier, device, run_dir, about))
+        rows = runfiles.read_json(run_dir, store.ROWS)
         evaluations = evaluate_run(spec, data, classifier, run_dir, evaluators, options, device, overwrite,
                                    explicit=request.explicit)
         store.gather(results_dir)

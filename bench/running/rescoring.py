@@ -10,8 +10,7 @@ from typing import Any, Iterator
 from bench.data.loading import source_data_dir
 from bench.errors import BenchError
 from bench.evaluators.base import Evaluator
-from bench.evaluators.model import MODEL_FILE
-from bench.results import store
+from bench.results import runfiles, store
 from bench.running.evaluation import (EvalOutcome, data_for_run, evaluate_run, load_run_classifier,
                                      options_for_data)
 from bench.running.shard import ShardRequest
@@ -24,10 +23,10 @@ def check_scorable(runs: list[Path]) -> None:
     unfinished = [r.name for r in runs if not store.is_finished(r)]
     if unfinished:
         raise BenchError(f"run(s) not finished: {', '.join(unfinished[:5])}; finish them with `clbench run` first")
-    modelless = [r.name for r in runs if not (r / MODEL_FILE).is_file()]
+    modelless = [r.name for r in runs if not (r / store.MODEL).is_file()]
     if modelless:
         more = f" and {len(modelless) - 5} more" if len(modelless) > 5 else ""
-        raise BenchError(f"run(s) without a saved model ({MODEL_FILE}): {', '.join(modelless[:5])}{more}; re-run "
+        raise BenchError(f"run(s) without a saved model ({store.MODEL}): {', '.join(modelless[:5])}{more}; re-run "
                          "them with `clbench run ... --overwrite`, or leave them out")
 
 
@@ -37,7 +36,7 @@ def rescore(runs: list[Path], evaluators: list[Evaluator], request: ShardRequest
     each run is done. Options left unset take the run's dataset card's defaults, as in `clbench run`; named sets
     (contrast, transfer attack) default to the run's own data folder."""
     for run_dir in runs:
-        spec = RunSpec.from_json(store.read_json(run_dir / store.SPEC))
+        spec = RunSpec.from_json(runfiles.read_json(run_dir, store.SPEC))
         data = data_for_run(run_dir, spec, data_dir)
         options = options_for_data(request.options, data)  # the run's card fills the options left unset
         if not options.data_dir:

@@ -16,7 +16,7 @@ import numpy as np
 from sklearn.metrics import confusion_matrix
 
 import bench.methods  # noqa: F401  (registers the methods)
-from bench.results import faults, lease, stopping, store
+from bench.results import faults, lease, manifest, repair, runfiles, stopping, store
 from bench.data.batching import Encoded, auto_bucket
 from bench.data.bounds import TextBound, bound_data
 from bench.training.compile import compile_encoder
@@ -25,9 +25,9 @@ from bench.data.loading import TextData
 from bench.encoders.models import build_encoder
 from bench.errors import BenchError
 from bench.running.evaluation import (EvalOutcome, build_evaluators, evaluate_run, is_done,
-                                     load_run_classifier, spec_columns)
+                                     load_run_classifier, requested_device_type, spec_columns)
 from bench.evaluators.base import EvalOptions
-from bench.evaluators.model import MODEL_FILE, ModelClassifier, save_model
+from bench.evaluators.model import ModelClassifier
 from bench.evaluators.metrics import classification_records, collapse_note, softmax
 from bench.running.export import save_hf_in_run
 from bench.running.provenance import provenance
@@ -111,25 +111,33 @@ def run_shard(spec: RunSpec, data: TextData, results_dir: Path, device: str = "a
             where = "while evaluating (its training results are kept)"
         return ShardOutcome(spec.key, "stopped", f"stopped by {stopping.signal_name(stop.signum)} {where}",
                             time.perf_counter() - started)
-    except faults.WriteFailed as exc:  # taking its lease, tending a finished run, gathering the table
+    except faults.WriteFailed as exc:  # taking its lease, tending a finished run
         return ShardOutcome(spec.key, "failed", str(exc), time.perf_counter() - started, unwritable=True)
+    except lease.LeaseLost:
+        raise
+    except Exception as exc:  # damage or a bug outside training: this shard fails, the sweep goes on
+        lease.release_all()
+        log.debug("shard %s failed", spec.key, exc_info=True)
+        return ShardOutcome(spec.key, "failed", manifest.short(exc) if not isinstance(exc, BenchError) else str(exc),
+                            time.perf_counter() - started)
 
 
 def claim_and_run(spec: RunSpec, data: TextData, results_dir: Path, device: str, overwrite: bool, progress: bool,
                   gather: bool, request: ShardRequest) -> ShardOutcome:
     """`run_shard` without its handling of stop signals and unwritable folders."""
     run_dir = results_dir / spec.key
-    if not overwrite and store.is_finished(run_dir) and not needs_tending(run_dir, request):
-        outcome = ShardOutcome(spec.key, "skipped", "already finished", rows=store.read_json(run_dir / store.ROWS))
+    healthy = not overwrite and store.is_finished(run_dir) and not runfiles.problems(run_dir)
+    if healthy and not needs_tending(run_dir, request, device):
+        outcome = ShardOutcome(spec.key, "skipped", "already finished", rows=runfiles.read_json(run_dir, store.ROWS))
         if gather and store.table_is_stale(results_dir, run_dir):
-            store.gather(results_dir)
+            gather_table(results_dir, outcome)
         return outcome
     try:
         claim = lease.acquire(run_dir)
     except lease.Held as held:
-        if not overwrite and store.is_finished(run_dir):  # its holder evaluates or tidies it: left to it
+        if healthy:  # its holder evaluates or tidies it: left to it
             return ShardOutcome(spec.key, "skipped", f"already finished; {held.info.holder} holds it (evaluating "
-                                f"or tidying up), left to it", rows=store.read_json(run_dir / store.ROWS))
+                                f"or tidying up), left to it", rows=runfiles.read_json(run_dir, store.ROWS))
         return ShardOutcome(spec.key, "held", held.info.describe())
     started = time.perf_counter()
     try:
@@ -137,10 +145,11 @@ def claim_and_run(spec: RunSpec, data: TextData, results_dir: Path, device: str,
             if overwrite:
                 store.reset_run(run_dir)
             tidy(run_dir)
+            repaired = repair.repair(run_dir) if store.is_finished(run_dir) else repair.Repair()
             if store.is_finished(run_dir):  # finished by another runner before this one got the lease
-                outcome = ShardOutcome(spec.key, "skipped", "already finished",
-                                       rows=store.read_json(run_dir / store.ROWS))
-                outcome.evaluations = evaluate_finished(spec, data, run_dir, device, request)
+                outcome = ShardOutcome(spec.key, "skipped", "; ".join(["already finished", *repaired.notes]),
+                                       rows=runfiles.read_json(run_dir, store.ROWS))
+                outcome.evaluations = evaluate_finished(spec, data, run_dir, device, request, repaired)
             else:
                 try:
                     with tracked(request.report_to, spec.key, spec.to_json(), results_dir) as tracker:
@@ -152,25 +161,40 @@ def claim_and_run(spec: RunSpec, data: TextData, results_dir: Path, device: str,
                     return fail(run_dir, spec, str(exc), "", started, isinstance(exc, faults.WriteFailed))
                 except Exception as exc:  # a bug or an environment problem: keep the traceback with the run
                     return fail(run_dir, spec, failure_reason(exc, request), traceback.format_exc(), started)
-                outcome = ShardOutcome(spec.key, "done", warning, seconds=time.perf_counter() - started,
-                                       rows=rows, evaluations=evaluations)
+                outcome = ShardOutcome(spec.key, "done", "; ".join(filter(None, [*repaired.notes, warning])),
+                                       seconds=time.perf_counter() - started, rows=rows, evaluations=evaluations)
     except lease.LeaseLost as exc:  # stalled past the lease timeout: another runner has the shard now
         return ShardOutcome(spec.key, "held", str(exc), time.perf_counter() - started)
     if gather and (outcome.status == "done" or any(e.status in ("done", "skipped") for e in outcome.evaluations)
                    or store.table_is_stale(results_dir, run_dir)):
-        store.gather(results_dir)
+        gather_table(results_dir, outcome)
     return outcome
 
 
-def needs_tending(run_dir: Path, request: ShardRequest) -> bool:
-    """Whether a finished run has anything left to write or clean up (a requested evaluation it lacks, debris
-    of a killed process, a lease), which takes its lease; else it is skipped without one."""
+def gather_table(results_dir: Path, outcome: ShardOutcome) -> None:
+    """Refresh the gathered table after a shard; a folder that takes no write now (turned read-only after the
+    shard's files were stored) leaves the shard's outcome as it is, with a warning: its results are safe in its
+    run folder and the next gather picks them up."""
+    try:
+        store.gather(results_dir)
+    except faults.WriteFailed as exc:
+        warning = f"its results are stored, but the gathered table was not updated ({exc})"
+        outcome.message = "; ".join(filter(None, [outcome.message, warning]))
+        log.warning("%s: %s", outcome.key, warning)
+
+
+def needs_tending(run_dir: Path, request: ShardRequest, device: str = "auto") -> bool:
+    """Whether a finished run has anything left to write or clean up (a requested evaluation it lacks or whose
+    stored skip no longer holds on `device`, debris of a killed process, a lease), which takes its lease; else
+    it is skipped without one."""
     evals = run_dir / store.EVALS
     if (run_dir / CHECKPOINT).exists() or any(run_dir.glob(f".{lease.LEASE}*")) or (run_dir / lease.LEASE).exists():
         return True
     if any(run_dir.glob(".*.*.tmp")) or any(evals.glob(".*.*.tmp")) or any(evals.glob("*/.*.*.tmp")):
         return True
-    return any(not is_done(run_dir, e, request.options) for e in build_evaluators(list(request.evaluators)))
+    device_type = requested_device_type(device)
+    return any(not is_done(run_dir, e, request.options, explicit=request.explicit, device_type=device_type)
+               for e in build_evaluators(list(request.evaluators)))
 
 
 def tidy(run_dir: Path) -> None:
@@ -183,22 +207,29 @@ def tidy(run_dir: Path) -> None:
         store.remove_temporaries(folder)
     lease.remove_graves(run_dir)
     if store.is_finished(run_dir):
-        (run_dir / CHECKPOINT).unlink(missing_ok=True)
+        runfiles.forget(run_dir, CHECKPOINT)
 
 
 def evaluate_finished(spec: RunSpec, data: TextData, run_dir: Path, device_name: str,
-                      request: ShardRequest) -> list[EvalOutcome]:
-    """The requested evaluations a finished run lacks, computed from its saved model (no retraining)."""
+                      request: ShardRequest, repaired: repair.Repair | None = None) -> list[EvalOutcome]:
+    """The requested evaluations a finished run lacks, computed from its saved model (no retraining); a model
+    file that fails verification is moved aside (`repair.model_damaged`) and the evaluations are `no-model`."""
     evaluators = build_evaluators(list(request.evaluators))
-    missing = [e for e in evaluators if not is_done(run_dir, e, request.options)]
+    device_type = requested_device_type(device_name)
+    missing = [e for e in evaluators
+               if not is_done(run_dir, e, request.options, explicit=request.explicit, device_type=device_type)]
     if not missing:
         return []
-    if not (run_dir / MODEL_FILE).is_file():
-        return [EvalOutcome(spec.key, e.name, "no-model", "the run has no saved model (trained with "
-                            "--no-save-model or by an older version); re-run it with --overwrite") for e in missing]
+    if not (run_dir / store.MODEL).is_file():
+        reason = runfiles.model_moved(run_dir) or ("the run has no saved model (trained with --no-save-model or by "
+                                                   "an older version); re-run it with --overwrite")
+        return [EvalOutcome(spec.key, e.name, "no-model", reason) for e in missing]
     try:
         device = resolve_device(device_name)
         classifier = load_run_classifier(run_dir, spec, data, device)
+    except manifest.Damaged as damage:
+        note = repair.model_damaged(run_dir, damage)
+        return [EvalOutcome(spec.key, e.name, "no-model", note) for e in missing]
     except BenchError as exc:
         return [EvalOutcome(spec.key, e.name, "failed", str(exc)) for e in missing]
     return evaluate_run(spec, data, classifier, run_dir, missing, request.options, device,
@@ -235,7 +266,7 @@ def train_and_evaluate(spec: RunSpec, data: TextData, run_dir: Path, device_name
     (--report-to) is given the training losses, each epoch's record and the clean rows."""
     run_dir.mkdir(parents=True, exist_ok=True)
     (run_dir / store.ERROR).unlink(missing_ok=True)
-    store.write_json(run_dir / store.SPEC, {
+    runfiles.write_json(run_dir, store.SPEC, {
         **spec.to_json(), "data": data.describe(),
         "split_ids": {s: ids_digest(getattr(data, s).ids) for s in ("train", "validation", "test")},
     })
@@ -280,15 +311,15 @@ def train_and_evaluate(spec: RunSpec, data: TextData, run_dir: Path, device_name
     wall = time.perf_counter() - started
     names = data.label_names
 
-    store.write_jsonl_gz(run_dir / store.PREDICTIONS, [
+    runfiles.write_jsonl_gz(run_dir, store.PREDICTIONS, [
         {"id": i, "gold": names[g], "predicted": names[p], "probabilities": np.round(pr, 6).tolist()}
         for i, g, p, pr in zip(data.test.ids, data.test.labels, predicted, probabilities)])
     best_val_confusion = fit.history[fit.best_epoch - 1]["val_confusion"] if fit.best_epoch else None
-    store.write_json(run_dir / store.CONFUSION, {
+    runfiles.write_json(run_dir, store.CONFUSION, {
         "labels": names,
         "test": confusion_matrix(data.test.labels, predicted, labels=range(len(names))).tolist(),
         "validation": best_val_confusion})
-    store.write_json(run_dir / store.TRAIN_LOG, {
+    runfiles.write_json(run_dir, store.TRAIN_LOG, {
         "history": fit.history, "best_epoch": fit.best_epoch, "best_val_accuracy": fit.best_val_accuracy,
         "resumed_from_epoch": fit.resumed_from_epoch, "stopped_early": fit.stopped_early,
         "encoder": bundle.info, "phases": {k: round(v, 3) for k, v in phases.items()},
@@ -296,7 +327,7 @@ def train_and_evaluate(spec: RunSpec, data: TextData, run_dir: Path, device_name
         "length_bucket": bucket, "deterministic": deterministic, "collapsed": collapsed,
         "texts_cut": data.texts_cut, "checkpoint_seconds": round(trainer.checkpoint_seconds, 3)})
     if fit.method_state:
-        store.write_json(run_dir / store.METHOD_STATE, fit.method_state)
+        runfiles.write_json(run_dir, store.METHOD_STATE, fit.method_state)
 
     base = {"run_key": spec.key, "method": spec.method, "dataset": spec.dataset, "encoder": spec.encoder,
             "seed": spec.seed, "evaluator": "clean"}
@@ -318,11 +349,11 @@ def train_and_evaluate(spec: RunSpec, data: TextData, run_dir: Path, device_name
     rows.append({**base, "split": "validation", "metric": "accuracy", "label": "",
                  "value": fit.best_val_accuracy, "n": len(data.validation), **meta})
     if request.save_model and "pt" in request.save_format:
-        save_model(method, run_dir / MODEL_FILE)
-    warning = "; ".join(filter(None, [collapsed, fit.method_warning]))
+        runfiles.save_model(run_dir, method)
+    warning = "; ".join(filter(None, [trainer.checkpoint_note, collapsed, fit.method_warning]))
     if request.save_model and "hf" in request.save_format:  # one that cannot be exported: a warning, results stand
         warning = "; ".join(filter(None, [warning, save_hf_in_run(method, bundle, data, spec, run_dir)]))
-    store.write_json(run_dir / store.ROWS, rows)
+    runfiles.write_json(run_dir, store.ROWS, rows)
     if tracker:
         tracker.log_final(rows)
     trainer.remove_checkpoint()

@@ -12,15 +12,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from bench.results import lease, store
+from bench.results import lease, repair, runfiles, store
 from bench.errors import BenchError
 
 SUBMISSIONS = ".slurm"  # under the results folder: one submitit folder per submission
 SUBMITTED = "submitted.json"  # in each submission folder: shard key -> job
 CHECKPOINT = store.CHECKPOINT
 RUN_FILES = (store.ROWS, store.SPEC, store.ERROR, CHECKPOINT, lease.LEASE)
-STATES = ("done", "running", "pending", "failed", "cancelled", "interrupted", "unknown")
-ENDED = ("done", "failed", "cancelled", "interrupted")  # no runner will touch these shards again by itself
+STATES = ("done", "damaged", "running", "pending", "failed", "cancelled", "interrupted", "unknown")
+ENDED = ("done", "damaged", "failed", "cancelled", "interrupted")  # no runner will touch these shards again by itself
 QUEUED = {"PENDING", "REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED", "CONFIGURING", "RESV_DEL_HOLD", "SPECIAL_EXIT"}
 RUNNING = {"RUNNING", "COMPLETING", "SUSPENDED", "STAGE_OUT", "SIGNALING", "RESIZING", "STOPPED"}
 FAILED = {"FAILED", "OUT_OF_MEMORY", "NODE_FAIL", "BOOT_FAIL"}
@@ -99,6 +99,9 @@ def decide(key: str, run_dir: Path | None, submitted: dict[str, Any] | None,
     has = (lambda name: run_dir is not None and (run_dir / name).is_file())
     job = submitted["job_id"] if submitted else ""
     if has(store.ROWS):
+        found = runfiles.problems(run_dir)  # type: ignore[arg-type]
+        if found:
+            return ShardStatus(key, "damaged", damage_reason(found), job)
         collapsed = is_collapsed(run_dir)  # type: ignore[arg-type]
         return ShardStatus(key, "done", COLLAPSED if collapsed else "", job, collapsed)
     holder = lease.read(run_dir) if run_dir is not None else None
@@ -136,12 +139,19 @@ def decide(key: str, run_dir: Path | None, submitted: dict[str, Any] | None,
                                            "`clbench run --resume` continues it")
 
 
+def damage_reason(found: list[Any]) -> str:
+    """The status line of a damaged run: its first damaged file, what that means, how many more, the fix."""
+    more = f" (+{len(found) - 1} more damaged file(s))" if len(found) > 1 else ""
+    return (f"{found[0]}: {repair.consequence(found[0].name)}{more}; `clbench run` repairs it, or `clbench verify "
+            "--repair`")
+
+
 def is_collapsed(run_dir: Path) -> bool:
     """Whether a finished run's rows carry `collapsed` = 1 (set by bench.running.shard; the reports' policy on
     such runs is bench.reporting.collapsed)."""
     try:
-        rows = store.read_json(run_dir / store.ROWS)
-    except (OSError, ValueError):
+        rows = runfiles.read_json(run_dir, store.ROWS)
+    except (OSError, ValueError, BenchError):
         return False
     return any(isinstance(row, dict) and store.is_collapsed_flag(row.get("collapsed")) for row in rows)
 
@@ -206,7 +216,7 @@ def setting_of(run_dir: Path | None) -> str:
     if path is None or not path.is_file():
         return ""
     try:
-        spec = RunSpec.from_json(store.read_json(path))
+        spec = RunSpec.from_json(runfiles.read_json(run_dir, store.SPEC))
         changed = changed_against_defaults(spec, registry("method"))
     except (ValueError, KeyError, TypeError, BenchError, json.JSONDecodeError):
         return ""

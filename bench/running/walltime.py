@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from bench.results import store
+from bench.results import runfiles, store
 from bench.errors import BenchError
 from bench.spec import RunSpec, TrainConfig
 
@@ -114,7 +114,7 @@ def measured_epoch_seconds(run_dir: Path) -> float | None:
     log = run_dir / store.TRAIN_LOG
     if not store.is_finished(run_dir) or not log.is_file():
         return None
-    history = store.read_json(log).get("history", [])
+    history = runfiles.read_json(run_dir, store.TRAIN_LOG).get("history", [])
     seconds = [float(h["seconds"]) for h in history if "seconds" in h]
     return statistics.median(seconds) if seconds else None
 

@@ -8,7 +8,6 @@ import contextlib
 import functools
 import logging
 import math
-import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,8 +21,7 @@ from tqdm.auto import tqdm
 from bench.data.batching import Encoded, collate, in_input_order, length_grouped_batches, sorted_batches, to_device
 from bench.errors import BenchError
 from bench.spec import TrainConfig
-from bench.results import stopping
-from bench.results.store import atomic_torch_save
+from bench.results import manifest, runfiles, stopping
 from bench.training.clipping import clip_gradients_
 from bench.training.setup import (autocast_dtype, cpu_copy, linear_schedule, out_of_memory_as_error, rng_state,
                                   set_rng_state)
@@ -66,6 +64,7 @@ class Trainer:
         self.graph_pool = torch.cuda.graph_pool_handle() if graph_step and device.type == "cuda" else None
         self.checkpoint_every_s = checkpoint_every_s  # training seconds between checkpoints (0: every epoch)
         self.checkpoint_seconds = 0.0  # spent writing checkpoints in this process
+        self.checkpoint_note = ""  # a damaged checkpoint moved aside (then training started afresh)
         self.tracker = tracker  # --report-to: losses every `log_every` steps and each epoch's record go to it
         self.bucket = bucket  # batch widths rounded up to a multiple of this (0: each batch's longest example)
         self.log_every = log_every
@@ -332,17 +331,25 @@ class Trainer:
             return
         clock = time.perf_counter()
         with stopping.deferred():  # a stop signal waits: the checkpoint and what a stop says agree
-            atomic_torch_save({"model": self.method.state_dict(), "optimizer": optimizer.state_dict(),
-                               "scheduler": scheduler.state_dict(), "rng": rng_state(), **state}, self.checkpoint)
+            runfiles.save_torch(self.checkpoint.parent, self.checkpoint.name, {
+                "model": self.method.state_dict(), "optimizer": optimizer.state_dict(),
+                "scheduler": scheduler.state_dict(), "rng": rng_state(), **state})
             stopping.note(f"after epoch {state['epoch']}")
         self.checkpoint_seconds += time.perf_counter() - clock
         stopping.check()  # a safe point: right after the checkpoint
 
     def restore(self, optimizer: torch.optim.Optimizer, scheduler: Any, state: dict[str, Any]) -> int:
-        """Load the last checkpoint if there is one; returns the number of epochs it had completed."""
+        """Load the last checkpoint if there is one; returns the number of epochs it had completed. A checkpoint
+        that fails verification is moved aside into the run's damaged/ folder and training starts afresh."""
         if self.checkpoint is None or not self.checkpoint.exists():
             return 0
-        saved = torch.load(self.checkpoint, map_location="cpu", weights_only=False)
+        try:
+            saved = runfiles.load_torch(self.checkpoint.parent, self.checkpoint.name, weights_only=False)
+        except manifest.Damaged as damage:
+            folder = manifest.move_aside(self.checkpoint.parent, [self.checkpoint.name], damage.what)
+            self.checkpoint_note = f"{damage}: moved to {folder}/, trained from the start"
+            log.warning("%s: %s", self.desc, self.checkpoint_note)
+            return 0
         self.method.load_state_dict(saved.pop("model"))
         optimizer.load_state_dict(saved.pop("optimizer"))
         scheduler.load_state_dict(saved.pop("scheduler"))
@@ -354,5 +361,5 @@ class Trainer:
 
     def remove_checkpoint(self) -> None:
         """Delete the resume checkpoint once the run's results are safely written."""
-        if self.checkpoint is not None and self.checkpoint.exists():
-            os.remove(self.checkpoint)
+        if self.checkpoint is not None:
+            runfiles.forget(self.checkpoint.parent, self.checkpoint.name)

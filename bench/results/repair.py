@@ -1,0 +1,103 @@
+"""What damage in a finished run does, file by file (the one place that decides it):
+
+- its rows, spec, predictions, confusion matrices, training log or method state: the damaged files are moved
+  aside and the run is emptied, so it is retrained as unfinished;
+- its model: moved aside; the evaluations that need it are `no-model`, with the reason;
+- an evaluation's rows or files: moved aside (the evaluation's rows and folder together), so it is redone;
+- an evaluation file kept under its plain name in the run folder: moved aside (restored from its evaluation);
+- its manifest: moved aside, and a new one made from the files that still read whole (`adopt`).
+
+Damaged files go to the run's `damaged/<UTC time>/`, never deleted. The caller holds the shard's lease."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from bench.results import lease, manifest, runfiles, store
+from bench.results.manifest import Damaged
+from bench.results.names import EVALS, MODEL, TRAINING_FILES
+
+RETRAIN = "the run is retrained"
+NO_MODEL = "evaluations that need the model are no-model (retrain it with --overwrite)"
+REDO = "the evaluation is redone"
+RESTORE = "restored from its evaluation"
+ADOPTED = "a new manifest lists the files that read whole"
+
+
+@dataclass
+class Repair:
+    """What `repair` did to a run: one note per damaged file, and whether the run must be retrained."""
+
+    notes: list[str] = field(default_factory=list)
+    retrain: bool = False
+
+
+def consequence(name: str) -> str:
+    """What happens to a run when its file `name` is damaged (one of the phrases above)."""
+    if name in TRAINING_FILES:
+        return RETRAIN
+    if name == MODEL:
+        return NO_MODEL
+    if name.startswith(EVALS + "/"):
+        return REDO
+    if name == manifest.MANIFEST:
+        return ADOPTED
+    return RESTORE
+
+
+def evaluation_files(name: str) -> list[str]:
+    """The files moved aside with a damaged evaluation file: the evaluation's rows and its folder."""
+    stem = name[len(EVALS) + 1:].split("/", 1)[0]
+    stem = stem[:-len(".json")] if stem.endswith(".json") else stem
+    return [f"{EVALS}/{stem}.json", f"{EVALS}/{stem}"]
+
+
+def repair(run_dir: Path, found: list[Damaged] | None = None) -> Repair:
+    """Move a finished run's damaged files aside and leave it as a run would then treat it (see the module);
+    `found`: its `runfiles.problems`, when known."""
+    run_dir = Path(run_dir)
+    found = runfiles.problems(run_dir) if found is None else found
+    done = Repair()
+    for damage in found:
+        what = consequence(damage.name)
+        names = evaluation_files(damage.name) if what == REDO else [damage.name]
+        if what == REDO and not any((run_dir / n).exists() for n in names):
+            continue  # moved aside already with another file of the same evaluation
+        folder = manifest.move_aside(run_dir, names, damage.what)
+        if what == ADOPTED:
+            adopt(run_dir)
+        done.notes.append(f"{damage}: moved to {folder}/, {what}")
+        done.retrain = done.retrain or what == RETRAIN
+    if done.retrain:
+        store.reset_run(run_dir)
+    return done
+
+
+def model_damaged(run_dir: Path, damage: Damaged) -> str:
+    """Move a model file that failed verification when loaded aside; the note saying so."""
+    folder = manifest.move_aside(Path(run_dir), [MODEL], damage.what)
+    return f"{damage}: moved to {folder}/, {NO_MODEL}"
+
+
+def adopt(run_dir: Path) -> list[str]:
+    """Give a run without a (readable) manifest a new one listing its files that read whole (JSON, gzip JSON
+    Lines, torch archives with sound checksums); returns the files it could not adopt."""
+    run_dir = Path(run_dir)
+    refused = []
+    for name in runfiles.unlisted(run_dir, set(), deep=True):
+        try:
+            runfiles.check_readable(run_dir, name)
+        except Damaged:
+            refused.append(name)
+            continue
+        manifest.record(run_dir, run_dir / name, *manifest.digest_file(run_dir / name))
+    return refused
+
+
+def lease_free(run_dir: Path) -> lease.Lease | None:
+    """The run's lease when no live runner holds it (for `clbench verify --repair`), else None."""
+    try:
+        return lease.acquire(run_dir)
+    except lease.Held:
+        return None

@@ -1,0 +1,230 @@
+"""Every file of a run folder is written and read here: JSON, JSON Lines, torch files (model, checkpoint) and
+evaluator artefacts, each write recorded in the run's manifest and each read checked against it
+(bench.results.manifest). A file that fails is a `manifest.Damaged` naming it; `problems` lists a run's damage."""
+
+from __future__ import annotations
+
+import gzip
+import io
+import json
+import zipfile
+from pathlib import Path
+from typing import Any
+
+from bench.errors import BenchError
+from bench.results import atomic, manifest
+from bench.results.manifest import Damaged
+from bench.results.names import CHECKPOINT, EVALS, MODEL, ROWS, SPEC
+
+MODEL_PARTS = ("encoder.", "head.")  # what prediction needs; method-only modules (projectors, targets) are left out
+ARTEFACT_KINDS = (".jsonl.gz", ".json")  # what write_artefact writes: a list of records, a JSON value
+UNKNOWN = object()  # `manifest` argument not given: read it
+
+
+def is_finished(run_dir: Path) -> bool:
+    """Whether the run's rows have been written."""
+    return (Path(run_dir) / ROWS).is_file()
+
+
+# ------------------------------------------------------------------------------------------------ writing
+
+def write_json(run_dir: Path, name: str, data: Any) -> None:
+    """Write the run file `name` (a path inside the run folder) as JSON, atomically, recorded in the manifest."""
+    atomic.write_json(Path(run_dir) / name, data, Path(run_dir))
+
+
+def write_jsonl_gz(run_dir: Path, name: str, rows: list[dict[str, Any]]) -> None:
+    """Write the run file `name` as gzip JSON Lines, atomically, recorded in the manifest."""
+    atomic.write_jsonl_gz(Path(run_dir) / name, rows, Path(run_dir))
+
+
+def save_torch(run_dir: Path, name: str, obj: Any) -> None:
+    """torch.save `obj` as the run file `name`, atomically, recorded in the manifest."""
+    atomic.atomic_torch_save(obj, Path(run_dir) / name, Path(run_dir))
+
+
+def link(run_dir: Path, source: str, target: str) -> None:
+    """Make the run file `target` hold `source`'s content (a hard link, or a copy), recorded in the manifest."""
+    atomic.link_or_copy(Path(run_dir) / source, Path(run_dir) / target, Path(run_dir))
+
+
+def check_artefact_name(name: str) -> None:
+    """ValueError unless `name` can name an evaluator artefact: a plain file name (no folder) of a kind
+    `write_artefact` writes."""
+    if not name or name != Path(name).name or name.startswith("."):
+        raise ValueError(f"artefact name {name!r} is not a plain file name; an artefact is one file directly in "
+                         "the run folder (use a constant of bench.results.names, e.g. names.TSNE)")
+    if not name.endswith(ARTEFACT_KINDS):
+        raise ValueError(f"artefact {name!r} has an unknown kind; name it *.json (a JSON value) or *.jsonl.gz "
+                         "(a list of records)")
+
+
+def write_artefact(run_dir: Path, name: str, content: Any) -> Path:
+    """Write an evaluator's artefact into a run folder by its name's kind: a `.json` name holds a JSON value, a
+    `.jsonl.gz` name a list of records; ValueError for any other name. Returns the file's path."""
+    check_artefact_name(name)
+    if name.endswith(".jsonl.gz"):
+        write_jsonl_gz(run_dir, name, content)
+    else:
+        write_json(run_dir, name, content)
+    return Path(run_dir) / name
+
+
+def forget(run_dir: Path, name: str) -> None:
+    """Delete the run file `name` on purpose (a finished run's checkpoint) and drop it from the manifest."""
+    (Path(run_dir) / name).unlink(missing_ok=True)
+    manifest.forget(Path(run_dir), name)
+
+
+# ------------------------------------------------------------------------------------------------ reading
+
+def read_bytes(run_dir: Path, name: str, listing: Any = UNKNOWN) -> bytes:
+    """The run file `name`'s bytes, checked against the manifest (`listing`: the manifest, when read already);
+    FileNotFoundError when it is not there, Damaged when it does not verify."""
+    run_dir = Path(run_dir)
+    data = (run_dir / name).read_bytes()
+    if listing is UNKNOWN:
+        try:
+            listing = manifest.load(run_dir)
+        except Damaged:
+            listing = None  # a damaged manifest verifies nothing; the file is still parsed
+    manifest.check(run_dir, name, listing, data)
+    return data
+
+
+def read_json(run_dir: Path, name: str, listing: Any = UNKNOWN) -> Any:
+    """The run file `name` as JSON, verified (Damaged when it is not whole JSON or does not verify)."""
+    data = read_bytes(run_dir, name, listing)
+    try:
+        return json.loads(data.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError) as exc:
+        raise Damaged(run_dir, name, f"not JSON: {manifest.short(exc)}") from None
+
+
+def read_jsonl_gz(run_dir: Path, name: str) -> list[dict[str, Any]]:
+    """The run file `name` as gzip JSON Lines, verified."""
+    data = read_bytes(run_dir, name)
+    try:
+        return [json.loads(line) for line in gzip.decompress(data).decode("utf-8").splitlines() if line]
+    except (OSError, EOFError, UnicodeDecodeError, ValueError) as exc:
+        raise Damaged(run_dir, name, f"not gzip JSON Lines: {manifest.short(exc)}") from None
+
+
+def load_torch(run_dir: Path, name: str, weights_only: bool = True) -> Any:
+    """The run file `name` loaded with torch (on the CPU), verified."""
+    import torch
+
+    data = read_bytes(run_dir, name)
+    try:
+        return torch.load(io.BytesIO(data), map_location="cpu", weights_only=weights_only)
+    except Exception as exc:  # torch reports a cut or garbled file as RuntimeError, EOFError, UnpicklingError...
+        raise Damaged(run_dir, name, f"not a torch file: {manifest.short(exc)}") from None
+
+
+# ------------------------------------------------------------------------------------------------ the model
+
+def save_model(run_dir: Path, method: Any) -> None:
+    """Store the weights prediction needs (encoder and head) as the run's model file."""
+    state = {k: v.detach().cpu() for k, v in method.state_dict().items() if k.startswith(MODEL_PARTS)}
+    save_torch(run_dir, MODEL, state)
+
+
+def require_model(run_dir: Path) -> None:
+    """A one-line BenchError when a run has no saved model file (never saved, or moved aside as damaged)."""
+    run_dir = Path(run_dir)
+    if (run_dir / MODEL).is_file():
+        return
+    moved = model_moved(run_dir)
+    if moved:
+        raise BenchError(f"{run_dir.name} has no usable model: {MODEL} was damaged ({moved}); re-run it with "
+                         "`clbench run ... --overwrite` to retrain it")
+    raise BenchError(f"{run_dir.name} has no saved model ({MODEL}); it ran with --no-save-model or before models "
+                     "were saved: re-run it with `clbench run ... --overwrite`")
+
+
+def model_moved(run_dir: Path) -> str:
+    """Why the run's model file was moved aside as damaged ("" when it was not)."""
+    try:
+        return str(((manifest.load(Path(run_dir)) or {}).get("moved") or {}).get(MODEL, ""))
+    except Damaged:
+        return ""
+
+
+def load_model(run_dir: Path, method: Any) -> None:
+    """Load the run's saved weights into a freshly built method (encoder + head must match); Damaged when the
+    file does not verify."""
+    require_model(run_dir)
+    state = load_torch(run_dir, MODEL)
+    missing, unexpected = method.load_state_dict(state, strict=False)
+    missing = [k for k in missing if k.startswith(MODEL_PARTS)]
+    if missing or unexpected:
+        raise BenchError(f"saved model {Path(run_dir) / MODEL} does not fit the rebuilt encoder (missing "
+                         f"{missing[:3]}, unexpected {unexpected[:3]}); was the encoder changed since the run?")
+
+
+# ------------------------------------------------------------------------------------------------ damage
+
+def problems(run_dir: Path, deep: bool = False) -> list[Damaged]:
+    """The damage in a finished run's folder, one Damaged per file: an unreadable manifest; a listed file that is
+    missing or of another size; a JSON file (all are small) whose hash differs or that is not JSON. `deep`
+    (`clbench verify`) hashes every listed file and checks unlisted ones by reading them."""
+    run_dir = Path(run_dir)
+    found: list[Damaged] = []
+    try:
+        listing = manifest.load(run_dir)
+    except Damaged as damage:
+        found.append(damage)
+        listing = None
+    for name in sorted((listing or {}).get("files", {})):
+        if name in (CHECKPOINT, MODEL) and not (run_dir / name).exists() or \
+                name.startswith(EVALS + "/") and not (run_dir / name).exists():
+            continue  # removed on purpose (a finished run's checkpoint, a model deleted to save space: no-model);
+            # an evaluation killed before its file landed is redone
+        try:
+            if name.endswith(".json"):
+                read_json(run_dir, name, listing)
+            elif deep:
+                manifest.check_file(run_dir, name, listing)
+            else:
+                manifest.check(run_dir, name, listing)
+        except Damaged as damage:
+            found.append(damage)
+    listed = set((listing or {}).get("files", {}))
+    for name in unlisted(run_dir, listed, deep):
+        try:
+            check_readable(run_dir, name)
+        except Damaged as damage:
+            found.append(damage)
+    return found
+
+
+def unlisted(run_dir: Path, listed: set[str], deep: bool) -> list[str]:
+    """The run's files its manifest does not list (runs written before manifests) that are checked by reading
+    them: rows and spec always, every JSON, JSON Lines and torch file when `deep`."""
+    if not deep:
+        return [n for n in (ROWS, SPEC) if n not in listed and (run_dir / n).is_file()]
+    names = []
+    for path in sorted(run_dir.rglob("*")):
+        name = manifest.name_in(run_dir, path)
+        if path.is_file() and name not in listed and not name.startswith((manifest.DAMAGED + "/", ".")) \
+                and "/." not in name and name.endswith((".json", ".jsonl.gz", ".pt")) and name != manifest.MANIFEST \
+                and path.name != "lease.json" and not name.startswith("hf/"):
+            names.append(name)
+    return names
+
+
+def check_readable(run_dir: Path, name: str) -> None:
+    """Damaged unless the run file `name` reads as its kind (JSON, gzip JSON Lines, a torch zip archive whose
+    members' checksums hold)."""
+    if name.endswith(".json"):
+        read_json(run_dir, name, None)
+    elif name.endswith(".jsonl.gz"):
+        read_jsonl_gz(run_dir, name)
+    elif name.endswith(".pt"):
+        try:
+            with zipfile.ZipFile(Path(run_dir) / name) as archive:
+                bad = archive.testzip()
+        except (OSError, zipfile.BadZipFile, EOFError) as exc:
+            raise Damaged(run_dir, name, f"not a torch file: {manifest.short(exc)}") from None
+        if bad is not None:
+            raise Damaged(run_dir, name, f"not a torch file: member {bad} fails its checksum")
