@@ -13,7 +13,6 @@ tolerance of 1e-6 only, as tests/test_crash_safety.py does.
 
 from __future__ import annotations
 
-import json
 import os
 import random
 import re
@@ -270,6 +269,7 @@ def test_damaged_model_keeps_the_run_in_the_gathered_table(sweep):
     code, output = sweep.run()
     assert code == 0, output
     assert len(moved_aside(victim, store.MODEL)) == 1
+    assert set(pd.read_parquet(sweep.results / store.TABLE)["run_key"]) == {d.name for d in sweep.runs()}
     assert_same_table(pd.read_parquet(sweep.results / store.TABLE),
                       pd.read_parquet(sweep.reference.results / store.TABLE))
 

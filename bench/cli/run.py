@@ -190,6 +190,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         progress.write(f"[{i}/{n}] {outcome.status:7s} {outcome.key}  {detail}"
                        + (f"  ({outcome.seconds:.0f}s)" if outcome.status == "done" else "")
                        + (f"  {eta}" if eta else ""))
+        for note in outcome.repaired:  # damaged files moved aside (bench.results.repair)
+            progress.write(f"repaired: {note}")
         if outcome.status == "done" and outcome.message:  # a finished run whose result is suspect (collapsed)
             progress.write(f"warning: {outcome.key} {outcome.message}")
         elif outcome.status == "skipped" and any(is_collapsed_flag(r.get("collapsed")) for r in outcome.rows):

@@ -33,7 +33,8 @@ def load_results(results_dir: Path | str) -> pd.DataFrame:
     finished = sorted(path.parent for path in results_dir.glob(f"*/{store.ROWS}"))
     if not finished:
         raise BenchError(f"no finished runs under {results_dir}; run `clbench run` first")
-    damaged = {run: found[0] for run in finished if (found := runfiles.problems(run))}
+    damaged = {run: found[0] for run in finished
+               if (found := [d for d in runfiles.problems(run) if runfiles.damages_results(d)])}
     if damaged:  # left out, in one line: their files do not verify
         first = next(iter(damaged.values()))
         log.warning("left out %d damaged run(s) (e.g. %s); `clbench verify --results-dir %s` lists them, `clbench run` "

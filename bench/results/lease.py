@@ -354,7 +354,8 @@ def _acquire(run_dir: Path, attempts: int) -> Lease:
             if not reason:
                 raise Held(info)
             if attempt == 0:
-                log.warning("%s: taking over the stale lease of %s (%s)", run_dir.name, info.holder, reason)
+                log.warning("%s: taking over %s (%s)", run_dir.name,
+                            f"the stale lease of {info.holder}" if info.record else "a lease", reason)
             _take_over(path, info)  # or another contender does; then all compete for the free name
             time.sleep(0.01 * attempt)
         raise Held(read(run_dir) or info or LeaseInfo({}, time.time(), 0, b""))  # another contender is winning

@@ -5,7 +5,8 @@
 - its model: moved aside; the evaluations that need it are `no-model`, with the reason;
 - an evaluation's rows or files: moved aside (the evaluation's rows and folder together), so it is redone;
 - an evaluation file kept under its plain name in the run folder: moved aside (restored from its evaluation);
-- its manifest: moved aside, and a new one made from the files that still read whole (`adopt`).
+- its manifest: moved aside, and a new one made from the files that still read whole (`adopt`);
+- an unfinished run's checkpoint: moved aside (by the Trainer, or `repair`), so the shard trains from the start.
 
 Damaged files go to the run's `damaged/<UTC time>/`, never deleted. The caller holds the shard's lease."""
 
@@ -16,20 +17,23 @@ from pathlib import Path
 
 from bench.results import lease, manifest, runfiles, store
 from bench.results.manifest import Damaged
-from bench.results.names import EVALS, MODEL, TRAINING_FILES
+from bench.results.names import CHECKPOINT, EVALS, MODEL, TRAINING_FILES
 
 RETRAIN = "the run is retrained"
 NO_MODEL = "evaluations that need the model are no-model (retrain it with --overwrite)"
 REDO = "the evaluation is redone"
 RESTORE = "restored from its evaluation"
 ADOPTED = "a new manifest lists the files that read whole"
+RESTART = "the shard trains from the start"
 
 
 @dataclass
 class Repair:
-    """What `repair` did to a run: one note per damaged file, and whether the run must be retrained."""
+    """What `repair` did to a run: one note per file it moved (the damage, then the action), one action per damage
+    found, and whether the run must be retrained."""
 
     notes: list[str] = field(default_factory=list)
+    actions: list[str] = field(default_factory=list)
     retrain: bool = False
 
 
@@ -43,6 +47,8 @@ def consequence(name: str) -> str:
         return REDO
     if name == manifest.MANIFEST:
         return ADOPTED
+    if name == CHECKPOINT:
+        return RESTART
     return RESTORE
 
 
@@ -54,7 +60,7 @@ def evaluation_files(name: str) -> list[str]:
 
 
 def repair(run_dir: Path, found: list[Damaged] | None = None) -> Repair:
-    """Move a finished run's damaged files aside and leave it as a run would then treat it (see the module);
+    """Move a run's damaged files aside and leave it as a run would then treat it (see the module);
     `found`: its `runfiles.problems`, when known."""
     run_dir = Path(run_dir)
     found = runfiles.problems(run_dir) if found is None else found
@@ -63,11 +69,13 @@ def repair(run_dir: Path, found: list[Damaged] | None = None) -> Repair:
         what = consequence(damage.name)
         names = evaluation_files(damage.name) if what == REDO else [damage.name]
         if what == REDO and not any((run_dir / n).exists() for n in names):
-            continue  # moved aside already with another file of the same evaluation
+            done.actions.append(f"moved aside with its evaluation, {what}")  # with another file of it
+            continue
         folder = manifest.move_aside(run_dir, names, damage.what)
         if what == ADOPTED:
             adopt(run_dir)
-        done.notes.append(f"{damage}: moved to {folder}/, {what}")
+        done.actions.append(f"moved to {folder}/, {what}")
+        done.notes.append(f"{damage}: {done.actions[-1]}")
         done.retrain = done.retrain or what == RETRAIN
     if done.retrain:
         store.reset_run(run_dir)

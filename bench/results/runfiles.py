@@ -14,7 +14,7 @@ from typing import Any
 from bench.errors import BenchError
 from bench.results import atomic, manifest
 from bench.results.manifest import Damaged
-from bench.results.names import CHECKPOINT, EVALS, MODEL, ROWS, SPEC
+from bench.results.names import CHECKPOINT, EVALS, MODEL, ROWS, SPEC, TRAINING_FILES
 
 MODEL_PARTS = ("encoder.", "head.")  # what prediction needs; method-only modules (projectors, targets) are left out
 ARTEFACT_KINDS = (".jsonl.gz", ".json")  # what write_artefact writes: a list of records, a JSON value
@@ -164,10 +164,17 @@ def load_model(run_dir: Path, method: Any) -> None:
 
 # ------------------------------------------------------------------------------------------------ damage
 
+def damages_results(damage: Damaged) -> bool:
+    """Whether a damaged file spoils the run's results (its rows, or what they were computed from), so that tables
+    leave the run out; a damaged model or manifest leaves the rows as they were."""
+    return damage.name in TRAINING_FILES or damage.name.startswith(EVALS + "/")
+
+
 def problems(run_dir: Path, deep: bool = False) -> list[Damaged]:
     """The damage in a finished run's folder, one Damaged per file: an unreadable manifest; a listed file that is
-    missing or of another size; a JSON file (all are small) whose hash differs or that is not JSON. `deep`
-    (`clbench verify`) hashes every listed file and checks unlisted ones by reading them."""
+    missing, of another size or (all but the torch files, which are hashed when loaded) of another hash; a JSON
+    file that is not JSON. `deep` (`clbench verify`) hashes the torch files too and checks every unlisted file by
+    reading it."""
     run_dir = Path(run_dir)
     found: list[Damaged] = []
     try:
@@ -183,7 +190,7 @@ def problems(run_dir: Path, deep: bool = False) -> list[Damaged]:
         try:
             if name.endswith(".json"):
                 read_json(run_dir, name, listing)
-            elif deep:
+            elif deep or not name.endswith(".pt"):  # a model or checkpoint is hashed when it is loaded
                 manifest.check_file(run_dir, name, listing)
             else:
                 manifest.check(run_dir, name, listing)
@@ -200,9 +207,10 @@ def problems(run_dir: Path, deep: bool = False) -> list[Damaged]:
 
 def unlisted(run_dir: Path, listed: set[str], deep: bool) -> list[str]:
     """The run's files its manifest does not list (runs written before manifests) that are checked by reading
-    them: rows and spec always, every JSON, JSON Lines and torch file when `deep`."""
-    if not deep:
-        return [n for n in (ROWS, SPEC) if n not in listed and (run_dir / n).is_file()]
+    them: rows, spec and evaluations always, every JSON, JSON Lines and torch file when `deep`."""
+    if not deep:  # what a re-run reads: rows, spec and the stored evaluations
+        evaluations = sorted(f"{EVALS}/{p.name}" for p in (run_dir / EVALS).glob("*.json"))
+        return [n for n in (ROWS, SPEC, *evaluations) if n not in listed and (run_dir / n).is_file()]
     names = []
     for path in sorted(run_dir.rglob("*")):
         name = manifest.name_in(run_dir, path)

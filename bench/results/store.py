@@ -88,11 +88,11 @@ def locked(results_dir: Path) -> Iterator[None]:
 
 
 def finished_rows(results_dir: Path, left_out: list[manifest.Damaged] | None = None) -> list[dict[str, Any]]:
-    """Every row of every finished run under `results_dir`, ordered by run key; a damaged run is left out (with a
-    warning naming the file, and added to `left_out` when given)."""
+    """Every row of every finished run under `results_dir`, ordered by run key; a run whose results are damaged
+    (`runfiles.damages_results`) is left out, with a warning naming the file (and added to `left_out`)."""
     rows: list[dict[str, Any]] = []
     for path in sorted(results_dir.glob(f"*/{ROWS}")):
-        found = runfiles.problems(path.parent)
+        found = [d for d in runfiles.problems(path.parent) if runfiles.damages_results(d)]
         try:
             if not found:
                 rows.extend(run_rows(path.parent))

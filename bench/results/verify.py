@@ -23,6 +23,7 @@ class Problem:
     what: str
     fix: str
     repaired: str = ""
+    spoils: bool = False  # the run's results are damaged: the gathered table must leave it out
 
     def line(self) -> str:
         """`where: what; fix` (or `; repaired: ...`)."""
@@ -80,8 +81,8 @@ def check_run(run_dir: Path, report: Report, fix: bool) -> None:
     stale = lease.stale_reason(holder) if holder is not None else ""
     live = holder is not None and not stale
     if holder is not None and stale:
-        problem = Problem(f"{key}/{lease.LEASE}", f"stale lease of {holder.holder} ({stale})",
-                          "the next `clbench run` takes it over")
+        what = stale if not holder.record else f"stale lease of {holder.holder} ({stale})"
+        problem = Problem(f"{key}/{lease.LEASE}", what, "the next `clbench run` takes it over")
         if fix:
             claim = repair.lease_free(run_dir)
             if claim is not None:
@@ -111,14 +112,14 @@ def check_run(run_dir: Path, report: Report, fix: bool) -> None:
     if not found:
         return
     problems = [Problem(f"{key}/{d.name}", d.what, f"{repair.consequence(d.name)} by the next `clbench run` (or "
-                        "`clbench verify --repair` now)") for d in found]
-    if fix and runfiles.is_finished(run_dir):
+                        "`clbench verify --repair` now)", spoils=runfiles.damages_results(d)) for d in found]
+    if fix:
         claim = repair.lease_free(run_dir)
         if claim is not None:
             with claim:
                 done = repair.repair(run_dir, found)
-            for problem, note in zip(problems, done.notes):
-                problem.repaired = note.split(": ", 1)[-1]
+            for problem, action in zip(problems, done.actions):
+                problem.repaired = action
     report.problems.extend(problems)
 
 
@@ -145,7 +146,7 @@ def check_table(results_dir: Path, report: Report, fix: bool) -> None:
     """The gathered table against the run folders: readable, and holding exactly the healthy finished runs."""
     table = results_dir / TABLE
     finished = {p.parent.name for p in results_dir.glob(f"*/{ROWS}")} if results_dir.is_dir() else set()
-    damaged = {p.where.split("/", 1)[0] for p in report.problems if not p.repaired}
+    damaged = {p.where.split("/", 1)[0] for p in report.problems if p.spoils and not p.repaired}
     expected = finished - damaged
     if not table.is_file():
         if not expected:

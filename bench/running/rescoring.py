@@ -10,7 +10,7 @@ from typing import Any, Iterator
 from bench.data.loading import source_data_dir
 from bench.errors import BenchError
 from bench.evaluators.base import Evaluator
-from bench.results import runfiles, store
+from bench.results import lease, runfiles, store
 from bench.running.evaluation import (EvalOutcome, data_for_run, evaluate_run, load_run_classifier,
                                      options_for_data)
 from bench.running.shard import ShardRequest
@@ -44,7 +44,12 @@ def rescore(runs: list[Path], evaluators: list[Evaluator], request: ShardRequest
         for evaluator in evaluators:
             evaluator.check(options, data, run_dir.parent)
         classifier = load_run_classifier(run_dir, spec, data, device)
-        done = evaluate_run(spec, data, classifier, run_dir, evaluators, options, device, overwrite,
-                            explicit=request.explicit)
+        try:
+            claim = lease.acquire(run_dir)  # one writer per run folder (its manifest is read, changed, rewritten)
+        except lease.Held as held:
+            raise BenchError(f"run {run_dir.name} is busy: {held.info.describe()}; score it once that ends") from None
+        with claim:
+            done = evaluate_run(spec, data, classifier, run_dir, evaluators, options, device, overwrite,
+                                explicit=request.explicit)
         store.gather(run_dir.parent)
         yield spec, done

@@ -58,6 +58,7 @@ class ShardOutcome:
     rows: list[dict[str, Any]] = field(default_factory=list)
     evaluations: list[Any] = field(default_factory=list)  # EvalOutcome per requested evaluator
     unwritable: bool = False  # failed as the results folder took no write (full, read-only): so would the next
+    repaired: list[str] = field(default_factory=list)  # damaged files found and moved aside (bench.results.repair)
 
 
 def ids_digest(ids: list[str]) -> str:
@@ -147,8 +148,8 @@ def claim_and_run(spec: RunSpec, data: TextData, results_dir: Path, device: str,
             tidy(run_dir)
             repaired = repair.repair(run_dir) if store.is_finished(run_dir) else repair.Repair()
             if store.is_finished(run_dir):  # finished by another runner before this one got the lease
-                outcome = ShardOutcome(spec.key, "skipped", "; ".join(["already finished", *repaired.notes]),
-                                       rows=runfiles.read_json(run_dir, store.ROWS))
+                outcome = ShardOutcome(spec.key, "skipped", "already finished",
+                                       rows=runfiles.read_json(run_dir, store.ROWS), repaired=repaired.notes)
                 outcome.evaluations = evaluate_finished(spec, data, run_dir, device, request, repaired)
             else:
                 try:
@@ -161,8 +162,8 @@ def claim_and_run(spec: RunSpec, data: TextData, results_dir: Path, device: str,
                     return fail(run_dir, spec, str(exc), "", started, isinstance(exc, faults.WriteFailed))
                 except Exception as exc:  # a bug or an environment problem: keep the traceback with the run
                     return fail(run_dir, spec, failure_reason(exc, request), traceback.format_exc(), started)
-                outcome = ShardOutcome(spec.key, "done", "; ".join(filter(None, [*repaired.notes, warning])),
-                                       seconds=time.perf_counter() - started, rows=rows, evaluations=evaluations)
+                outcome = ShardOutcome(spec.key, "done", warning, seconds=time.perf_counter() - started, rows=rows,
+                                       evaluations=evaluations, repaired=repaired.notes)
     except lease.LeaseLost as exc:  # stalled past the lease timeout: another runner has the shard now
         return ShardOutcome(spec.key, "held", str(exc), time.perf_counter() - started)
     if gather and (outcome.status == "done" or any(e.status in ("done", "skipped") for e in outcome.evaluations)
