@@ -5,7 +5,9 @@ writer, so every manifest is true). Timed, alternating rounds, each `clbench` co
 - `noop`: `clbench run` of the whole sweep again (every shard skipped), as it is: each finished run's manifest,
   sizes and small files verified;
 - `noop_unverified`: the same with verification switched off (reads unchecked), the baseline;
-- `verify`: `clbench verify` of the folder (every file hashed).
+- `verify`: `clbench verify` of the folder (every file hashed);
+- `gather` and `gather_unverified`: rebuilding the gathered table once (what every finished shard does), with
+  and without leaving damaged runs out.
 
 The figure the issue asks for is (noop - noop_unverified) / noop_unverified (target under 10%)."""
 
@@ -24,12 +26,18 @@ from typing import Any
 from bench.perf.common import say
 
 TARGET = 0.10
-UNVERIFIED = ("import sys; from pathlib import Path\n"
-              "from bench.results import runfiles\n"
-              "runfiles.problems = lambda run_dir, deep=False: []\n"
-              "runfiles.read_bytes = lambda run_dir, name, listing=None: (Path(run_dir) / name).read_bytes()\n"
-              "from bench.cli.main import main\n"
-              "raise SystemExit(main(sys.argv[1:]))\n")
+OFF = ("from pathlib import Path\n"  # verification switched off: nothing read or checked for it
+       "from bench.results import manifest, runfiles\n"
+       "runfiles.problems = lambda run_dir, deep=False: []\n"
+       "runfiles.size_problems = lambda run_dir, listing: []\n"
+       "manifest.load = lambda run_dir: None\n"
+       "runfiles.read_bytes = lambda run_dir, name, listing=None: (Path(run_dir) / name).read_bytes()\n")
+UNVERIFIED = "import sys\n" + OFF + "from bench.cli.main import main\nraise SystemExit(main(sys.argv[1:]))\n"
+GATHER = ("import sys; from pathlib import Path\n"
+          "if sys.argv[2] == 'off':\n"
+          + "".join(f"    {line}\n" for line in OFF.splitlines()) +
+          "from bench.results import store\n"
+          "store.gather(Path(sys.argv[1]))\n")
 
 
 def sweep(args: argparse.Namespace, results: Path, seeds: str) -> list[str]:
@@ -82,7 +90,9 @@ def verify_cost(args: argparse.Namespace) -> dict[str, Any]:
         command = sweep(args, results, f"1-{args.runs}")
         variants = {"noop": [sys.executable, "-m", "bench", *command],
                     "noop_unverified": [sys.executable, "-c", UNVERIFIED, *command],
-                    "verify": [sys.executable, "-m", "bench", "verify", "--results-dir", str(results)]}
+                    "verify": [sys.executable, "-m", "bench", "verify", "--results-dir", str(results)],
+                    "gather": [sys.executable, "-c", GATHER, str(results), "on"],
+                    "gather_unverified": [sys.executable, "-c", GATHER, str(results), "off"]}
         seconds: dict[str, list[float]] = {name: [] for name in variants}
         for round_ in range(args.rounds):
             for name, argv in variants.items():
@@ -94,4 +104,5 @@ def verify_cost(args: argparse.Namespace) -> dict[str, Any]:
             "seconds": {k: [round(x, 2) for x in v] for k, v in seconds.items()},
             "median_s": {k: round(v, 2) for k, v in median.items()},
             "verification_overhead": round(overhead, 4), "target": TARGET, "met": overhead < TARGET,
-            "verify_vs_noop": round(median["verify"] / median["noop"], 3)}
+            "verify_vs_noop": round(median["verify"] / median["noop"], 3),
+            "gather_overhead": round((median["gather"] - median["gather_unverified"]) / median["gather_unverified"], 4)}

@@ -78,17 +78,21 @@ def forget(run_dir: Path, name: str) -> None:
 
 # ------------------------------------------------------------------------------------------------ reading
 
+def manifest_or_none(run_dir: Path) -> dict[str, Any] | None:
+    """The run's manifest; None when it has none or it is damaged (then it verifies nothing; files are still
+    parsed, and `problems` names the damaged manifest)."""
+    try:
+        return manifest.load(Path(run_dir))
+    except Damaged:
+        return None
+
+
 def read_bytes(run_dir: Path, name: str, listing: Any = UNKNOWN) -> bytes:
     """The run file `name`'s bytes, checked against the manifest (`listing`: the manifest, when read already);
     FileNotFoundError when it is not there, Damaged when it does not verify."""
     run_dir = Path(run_dir)
     data = (run_dir / name).read_bytes()
-    if listing is UNKNOWN:
-        try:
-            listing = manifest.load(run_dir)
-        except Damaged:
-            listing = None  # a damaged manifest verifies nothing; the file is still parsed
-    manifest.check(run_dir, name, listing, data)
+    manifest.check(run_dir, name, manifest_or_none(run_dir) if listing is UNKNOWN else listing, data)
     return data
 
 
@@ -202,6 +206,19 @@ def problems(run_dir: Path, deep: bool = False) -> list[Damaged]:
             check_readable(run_dir, name)
         except Damaged as damage:
             found.append(damage)
+    return found
+
+
+def size_problems(run_dir: Path, listing: dict[str, Any] | None) -> list[Damaged]:
+    """The listed files of a finished run that are missing or of another size than recorded: a stat each, no
+    read (what the gathered table checks besides the files it reads, verified, anyway)."""
+    found = []
+    for name in sorted((listing or {}).get("files", {})):
+        if (run_dir / name).exists() or name not in (CHECKPOINT, MODEL) and not name.startswith(EVALS + "/"):
+            try:
+                manifest.check(run_dir, name, listing)
+            except Damaged as damage:
+                found.append(damage)
     return found
 
 

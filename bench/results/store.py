@@ -92,10 +92,14 @@ def finished_rows(results_dir: Path, left_out: list[manifest.Damaged] | None = N
     (`runfiles.damages_results`) is left out, with a warning naming the file (and added to `left_out`)."""
     rows: list[dict[str, Any]] = []
     for path in sorted(results_dir.glob(f"*/{ROWS}")):
-        found = [d for d in runfiles.problems(path.parent) if runfiles.damages_results(d)]
         try:
-            if not found:
-                rows.extend(run_rows(path.parent))
+            listing = manifest.load(path.parent)
+        except manifest.Damaged:
+            listing = None  # verifies nothing; the files are still parsed
+        found = [d for d in runfiles.size_problems(path.parent, listing) if runfiles.damages_results(d)]
+        try:
+            if not found:  # the files it reads are verified as they are read
+                rows.extend(run_rows(path.parent, listing))
         except manifest.Damaged as damage:
             found = [damage]
         if found:
@@ -135,18 +139,20 @@ def ldm_update_count(state: dict[str, Any]) -> int | None:
     return sum(1 for u in state["updates"] if not isinstance(u, dict) or float(u.get("eps", 1.0)) > 0)
 
 
-def run_rows(run_dir: Path) -> list[dict[str, Any]]:
+def run_rows(run_dir: Path, listing: Any = runfiles.UNKNOWN) -> list[dict[str, Any]]:
     """A finished run's rows: training/clean rows, then each stored evaluation's rows (file-name order), these
     with `eval_version`, the evaluator's version from the evaluation's stored settings, and `eval_settings`
     (those settings as canonical JSON) where rows stored before it was written lack it. A clld-adaptive run's
     rows all carry `ldm_updates` (runs stored before the column get it from method_state.json)."""
-    rows = list(runfiles.read_json(run_dir, ROWS))
+    if listing is runfiles.UNKNOWN:
+        listing = runfiles.manifest_or_none(run_dir)
+    rows = list(runfiles.read_json(run_dir, ROWS, listing))
     updates = next((row["ldm_updates"] for row in rows if "ldm_updates" in row), None)  # the clean rows' count
     if updates is None and (run_dir / METHOD_STATE).is_file():  # stored before the column: count the updates
-        updates = ldm_update_count(runfiles.read_json(run_dir, METHOD_STATE))
+        updates = ldm_update_count(runfiles.read_json(run_dir, METHOD_STATE, listing))
     for evaluation in sorted((run_dir / EVALS).glob("*.json")):
         if not evaluation.name.endswith(".error.json"):
-            stored = runfiles.read_json(run_dir, f"{EVALS}/{evaluation.name}")
+            stored = runfiles.read_json(run_dir, f"{EVALS}/{evaluation.name}", listing)
             settings = stored.get("settings") or {}
             text = settings_text(settings) if settings else None
             for row in stored["rows"]:
