@@ -52,7 +52,7 @@ def run(methods: Names | None = None, datasets: Names | None = None, encoder: Na
     from bench.cli.run import outcome_rows
     from bench.cli.run_options import run_options
     from bench.cli.run_summary import collapsed_warning
-    from bench.reporting.collapsed import flag_runs
+    from bench.reporting.collapsed import api_terms, flag_runs
     from bench.reporting.resultsview import normalise
     from bench.running.runner import execute_sweep, plan_sweep
 
@@ -75,7 +75,7 @@ def run(methods: Names | None = None, datasets: Names | None = None, encoder: Na
             warnings.warn(f"{outcome.key}: {outcome.message}", stacklevel=2)
     collapsed = collapsed_warning(rows)  # trained now or before: said every time, as the command says it
     if collapsed:
-        warnings.warn(collapsed.removeprefix("warning: "), stacklevel=2)
+        warnings.warn(api_terms(collapsed.removeprefix("warning: ")), stacklevel=2)
     failed = [o for o in outcomes if o.status == "failed"]
     if failed:
         raise BenchError(f"{len(failed)} of {len(outcomes)} shard(s) failed: "
@@ -237,9 +237,10 @@ def table(results: pd.DataFrame, kind: str = "paper-ii", baseline: str = "ce", r
 
 def report_cells(kind: str, results: pd.DataFrame, baseline: str, results_dir: PathLike | None,
                  bootstrap: int | None, include_collapsed: bool) -> pd.DataFrame:
-    """The cell frame of table `kind` over `results` by `clbench report`'s steps, its warnings as warnings."""
+    """The cell frame of table `kind` over `results` by `clbench report`'s steps, its warnings as warnings; what
+    they and its notes and errors say of collapsed runs in the API's terms (`include_collapsed=True`)."""
     from bench.cli.report import bootstrap_resamples, report_warnings, table_cells
-    from bench.reporting.collapsed import flag_runs
+    from bench.reporting.collapsed import api_terms, flag_runs
 
     resamples = bootstrap_resamples(bootstrap)
     source = results_dir if results_dir is not None else results.attrs.get(RESULTS_DIR)
@@ -248,9 +249,14 @@ def report_cells(kind: str, results: pd.DataFrame, baseline: str, results_dir: P
                          "from)")
     frame = flag_runs(results)
     for line in report_warnings([kind], frame, include_collapsed):
-        warnings.warn(line, stacklevel=3)
-    return table_cells(kind, frame, Path(source if source is not None else "."), baseline, resamples,
-                       include_collapsed)
+        warnings.warn(api_terms(line), stacklevel=3)
+    try:
+        cells = table_cells(kind, frame, Path(source if source is not None else "."), baseline, resamples,
+                            include_collapsed)
+    except BenchError as exc:
+        raise BenchError(api_terms(str(exc))) from None
+    cells.attrs["notes"] = [api_terms(note) for note in cells.attrs.get("notes", [])]
+    return cells
 
 
 # ----------------------------------------------------------------------------------------------- names

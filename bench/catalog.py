@@ -1,26 +1,16 @@
-"""The names the method, encoder and evaluator registries will hold, read from the source files without
-importing them, so that `clbench run` can check names and knobs before it pays for torch and transformers.
+"""The contents of the method, encoder and evaluator registries read from their source files with `ast`, without
+importing them (`methods` and `bench.encoders.models` import torch), so that `clbench run` checks names and knobs,
+and `clbench list` shows them, before anything pays for torch and transformers. It collects:
 
-The registries are filled by importing `methods` (torch), `bench.encoders.models` (torch) and `bench.evaluators`.
-This module parses those files with `ast` instead and collects every registration:
+- `@METHODS.register("name", "alias", ...)` (likewise `ENCODERS`, `EVALUATORS`) on a class or function, and
+  `METHODS.add("name", obj, "alias", ...)` at module level, also in a module-level `for NAME in ITERABLE:` loop
+  over a literal or a module-level name bound to one (the tiny models), with the object's docstring (`Entry.doc`:
+  also one a factory sets as `__doc__`);
+- for methods, the knobs and defaults of the `Config = SomeConfig` dataclass of the class or of its bases (with
+  its dataclass bases' fields, across the `methods` modules; `NoConfig`: no knobs) and its `VARIANT_KNOBS` literal.
 
-- `@METHODS.register("name", "alias", ...)` (likewise `ENCODERS`, `EVALUATORS`) on a class or function;
-- `METHODS.add("name", obj, "alias", ...)` at module level, also in a module-level `for NAME in ITERABLE:` loop
-  over a literal (or a module-level name bound to one), e.g. bench.encoders.models' tiny models;
-- for methods, the knobs and defaults of the class assigned as `Config = SomeConfig` in the registered class
-  or, failing that, in its base classes: the dataclass fields of that class and of its dataclass bases
-  (`StaticConfig(CLConfig)`), across the `methods` modules. `NoConfig` (no fields) means no knobs. Also the
-  knobs each variant implies: the Config's `VARIANT_KNOBS = {...}` class attribute (a literal; a subclass's
-  replaces its bases'), as `Method.variant_knobs()` gives them.
-
-Anything it cannot read for certain (a name that is not a literal, a default that is not a literal, a
-registration it did not account for, a Config base defined elsewhere) raises CatalogError, and `registry()`
-then imports the real modules instead: slower, never wrong. tests/test_fast_errors.py compares the catalog
-with the real registries, so a registration this reader misses fails a test rather than a user.
-
-`registry(kind)` is what callers use: the catalog's names merged with what the real registry holds already
-(e.g. a method registered by a test or plugin), or the real registry itself once its package is imported.
-"""
+Anything it cannot read for certain raises CatalogError; `registry()` (what callers use: the catalog merged with
+the real registry's entries) then imports the real modules: slower, never wrong (tests/test_fast_errors.py checks)."""
 
 from __future__ import annotations
 
@@ -59,6 +49,7 @@ class Entry:
     knobs: tuple[tuple[str, Any], ...] = ()
     config: tuple[str, str] | None = None  # methods: (module, class) of the Config dataclass
     variants: tuple[tuple[str, tuple[tuple[str, Any], ...]], ...] = ()  # methods: the Config's VARIANT_KNOBS
+    doc: str | None = dataclasses.field(default=None, compare=False)  # its docstring ("": none; None: unreadable)
 
     def config_fields(self) -> dict[str, Any]:
         """The knobs and their defaults, as `Method.config_fields()` gives them."""
@@ -79,9 +70,8 @@ class Entry:
 # ----------------------------------------------------------------------------------------------- sources
 
 def source_files(kind: str) -> list[Path]:
-    """The files whose registrations fill the registry of `kind`, found without importing them: methods/*.py
-    by the `bench.methods` package's spec (installed from the methods/ folder; found without running it), the
-    encoders and evaluators by their place in the `bench` package folder."""
+    """The files whose registrations fill the registry of `kind`, found without importing them: methods/*.py by the
+    `bench.methods` package's spec (installed from methods/), the others by their place in the `bench` folder."""
     bench_dir = Path(sys.modules["bench"].__file__).resolve().parent
     if kind == "encoder":
         return [bench_dir / "encoders" / "models.py"]
@@ -100,8 +90,7 @@ def module_name(path: Path, kind: str) -> str:
 
 @functools.lru_cache(maxsize=None)
 def parse(kind: str) -> tuple[Entry, ...]:
-    """Every registration of `kind` ("method", "encoder" or "evaluator") in its source files; CatalogError
-    where the sources cannot be read for certain."""
+    """Every registration of `kind` ("method", "encoder", "evaluator"); CatalogError where not read for certain."""
     modules = sources(kind)
     entries = []
     for module, (path, tree) in modules.items():
@@ -134,10 +123,9 @@ LIGHT_GLOBALS = {"dataclass": dataclass, "field": dataclasses.field, "BenchError
 
 @functools.lru_cache(maxsize=None)
 def config_class(module: str, name: str) -> type:
-    """A method's Config dataclass built from its own source lines (and its dataclass bases'), with only the
-    standard library's dataclass tools, BenchError and the module's literal constants at hand, so that its
-    `__post_init__` checks of knob values run as written without importing the method (torch). CatalogError
-    where the class needs anything else (the caller then leaves the check to the real class)."""
+    """A method's Config dataclass built from its own source lines (and its dataclass bases'), with only dataclass
+    tools, BenchError and the module's literal constants at hand, so that its `__post_init__` checks run as written
+    without importing the method (torch). CatalogError where it needs more (the real class then checks)."""
     modules = sources("method")
     module, node = class_def(modules, module, name)
     namespace: dict[str, Any] = {**LIGHT_GLOBALS, **module_constants(modules[module][1])}
@@ -167,7 +155,8 @@ def registrations(tree: ast.Module, variable: str, path: str) -> list[Entry]:
                         names = [literal(a, bound, path) for a in decorator.args]
                         if not names or decorator.keywords:
                             raise CatalogError(f"{path}:{decorator.lineno}: register() needs literal names")
-                        entries.append(Entry(names[0], tuple(names[1:]), node.name, path))
+                        doc = ast.get_docstring(node) or ""
+                        entries.append(Entry(names[0], tuple(names[1:]), node.name, path, doc=doc))
                         seen.add(id(decorator))
             elif isinstance(node, ast.Expr) and is_call(node.value, variable, "add"):
                 call = node.value
@@ -175,7 +164,8 @@ def registrations(tree: ast.Module, variable: str, path: str) -> list[Entry]:
                     raise CatalogError(f"{path}:{call.lineno}: add() needs a literal name and an object")
                 target = call.args[1].id if isinstance(call.args[1], ast.Name) else ""
                 aliases = tuple(literal(a, bound, path) for a in call.args[2:])
-                entries.append(Entry(literal(call.args[0], bound, path), aliases, target, path))
+                entries.append(Entry(literal(call.args[0], bound, path), aliases, target, path,
+                                     doc=added_doc(call.args[1], tree, bound)))
                 seen.add(id(call))
             elif isinstance(node, ast.For) and not node.orelse and isinstance(node.target, ast.Name):
                 try:
@@ -191,6 +181,22 @@ def registrations(tree: ast.Module, variable: str, path: str) -> list[Entry]:
     if missed:  # e.g. one inside a function or under `if`: only running the module tells whether it happens
         raise CatalogError(f"{path}:{missed[0].lineno}: a {variable} registration this reader cannot follow")
     return entries
+
+
+def added_doc(obj: ast.expr, tree: ast.Module, bound: dict[str, Any]) -> str | None:
+    """The docstring of an object `add()`ed by name, or made by a module-level factory that sets its `__doc__`
+    from its arguments and the module's constants (the tiny models); None where it cannot be read for certain."""
+    defs = {n.name: n for n in tree.body if isinstance(n, (ast.ClassDef, ast.FunctionDef))}
+    if isinstance(obj, ast.Name):
+        return (ast.get_docstring(defs[obj.id]) or "") if obj.id in defs else None
+    factory: Any = defs.get(obj.func.id) if isinstance(obj, ast.Call) and isinstance(obj.func, ast.Name) else None
+    try:  # the project's own expression, with only its literal constants and the factory's arguments at hand
+        (doc,) = [s.value for s in factory.body if isinstance(s, ast.Assign)
+                  and [ast.unparse(t).rpartition(".")[2] for t in s.targets] == ["__doc__"]]
+        args = zip([a.arg for a in factory.args.args], [literal(v, bound, "") for v in obj.args], strict=True)
+        return str(eval(compile(ast.Expression(doc), "<doc>", "eval"), {"__builtins__": {}}, {**bound, **dict(args)}))
+    except Exception:  # no factory, not one `__doc__ = ...`, or more than literals needed
+        return None
 
 
 def is_call(node: ast.AST, variable: str, method: str) -> bool:
@@ -360,10 +366,9 @@ def field_default(value: ast.expr | None, path: str) -> Any:
 # ----------------------------------------------------------------------------------------------- registries
 
 def registry(kind: str) -> Registry:
-    """The names (and, for methods, knobs) the registry of `kind` holds once filled, without filling it:
-    the real registry when its package is imported already, else the catalog merged with whatever the real
-    registry holds (entries registered at run time win). Where the sources cannot be read for certain, the
-    package is imported and the real registry returned."""
+    """The names (and, for methods, knobs) the registry of `kind` holds once filled, without filling it: the real
+    registry when its package is imported already (or its sources cannot be read for certain), else the catalog
+    merged with whatever the real registry holds (entries registered at run time win)."""
     real = REAL[kind]
     if PACKAGES[kind] in sys.modules:
         return real

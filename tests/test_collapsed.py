@@ -214,7 +214,7 @@ def test_the_run_summary_marks_collapsed_runs_instead_of_averaging_them(folder):
     assert table.loc["ce", "accuracy"] == "60.00" and table.loc["ce", "seeds"] == 1
     assert table.loc["ce", "note"] == "1 collapsed seed(s) left out — not results"
     assert table.loc["supcon", "accuracy"] == "collapsed" and table.loc["supcon", "note"] == \
-        "collapsed — not a result"
+        "1 seed(s), all collapsed — not a result"  # how many ran, not `seeds 0` alone
     assert table.loc["cl", "note"] == "" and table.loc["cl", "accuracy"] == "72.50 ± 3.54"
     from bench.reporting import stats
 
@@ -282,10 +282,10 @@ def test_summary_figure_leaves_collapsed_runs_out_or_marks_them(folder):
     left = plots.summary_plot(rows)
     means = {m: v for m, v in zip(left.data["method"], left.data["mean"])}
     assert means == {"ce": pytest.approx(12 / 20), "cl": pytest.approx(14.5 / 20)}  # no ce seed 2, no supcon
-    assert f"left out of every mean: 2 collapsed run(s)" in left.figure._suptitle.get_text()
+    assert f"left out of every mean: 2 collapsed run(s)" in left.figure.get_supxlabel()  # the caption
     kept = plots.summary_plot(rows, filters=["collapsed=0,1"])
     labels = [t.get_text() for t in kept.figure.axes[0].get_xticklabels()]
-    assert labels == ["ce†", "cl", "supcon†"] and "† = the mean includes" in kept.figure._suptitle.get_text()
+    assert labels == ["ce†", "cl", "supcon†"] and "† = the mean includes" in kept.figure.get_supxlabel()
     with pytest.raises(BenchError, match="no accuracy rows in the selection but those of 1 collapsed run"):
         plots.summary_plot(rows, filters=["method=supcon"])
 

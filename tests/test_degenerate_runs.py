@@ -61,6 +61,7 @@ def test_a_collapsed_model_is_flagged_in_every_row_with_a_warning(cli, tiny, res
     # on the CPU in fp32, where the collapse (and the healthy run below) was calibrated
     code, out, err = cli("run", "--datasets", tiny, *FAST, "--device", "cpu", "--results-dir", results)  # lr 5e-5
     assert code == 0 and "a collapsed model, not a result" in err
+    assert "try --lr 2e-3 (trained tiny-bert without collapse" in err  # the measured rate, used below
     (run,) = results.glob("ce_*")
     rows = json.loads((run / "rows.json").read_text())
     assert rows and all(r["collapsed"] == 1 for r in rows)
@@ -93,3 +94,20 @@ def test_a_collapsed_run_stays_flagged_on_a_re_run_in_status_and_in_reports(cli,
     code, out, err = cli("evaluate", run.name, "--results-dir", results, "--evaluators", "repr", "--device", "cpu")
     assert code == 0 and "note: † = the mean includes 1 collapsed run(s)" in out and run.name in out
     assert "†" in out.splitlines()[1]  # the run asked for is shown, marked
+
+
+def test_a_collapsed_run_is_not_scored_by_default_but_is_when_asked(cli, tiny, results):
+    """The evaluators that score the model cost minutes on a run that is not a result: by default a collapsed
+    run skips them, stores nothing for them (so asking later scores it) and a re-run loads no model; naming
+    evaluators (`all` too) scores it."""
+    args = ["--methods", "ce", "--encoder", "tiny-bert", "--epochs", "1", "--batch-size", "8", "--no-progress",
+            "--device", "cpu", "--datasets", tiny, "--results-dir", results]
+    code, _, err = cli("run", *args)  # default evaluators; collapses on the CPU (see above)
+    assert code == 0 and "a collapsed model, not a result" in err
+    assert "repr: skipped: not run on a collapsed run" in err
+    (run,) = results.glob("ce_*")
+    assert not list(run.glob("evals/*.json"))
+    code, _, err = cli("run", *args)
+    assert code == 0 and f"skipped {run.name}" in err and "repr: skipped" not in err  # no work, no model loaded
+    code, _, err = cli("run", *args, "--evaluators", "repr")
+    assert code == 0 and "repr: done" in err and list(run.glob("evals/repr-*.json"))

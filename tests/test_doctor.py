@@ -16,9 +16,10 @@ import torch
 
 from bench.cli import checks, doctor
 from bench.cli.checks import FAIL, INFO, OK, WARN, Check
+from bench.errors import install_extra
 
 NAMES = ("python", "clbench", "torch", "gpu", "precision", "wordnet", "glove", "word-vectors", "minilm", "hub",
-         "slurm", "submitit", "disk", "results", "textattack", "spacy", "accelerate")
+         "slurm", "submitit", "load", "disk", "results", "textattack", "spacy", "accelerate")
 GIB = 1024 ** 3
 
 
@@ -201,7 +202,7 @@ def test_submitit_missing_beside_slurm_is_a_warning(monkeypatch):
     monkeypatch.setattr(checks, "installed", lambda module: module != "submitit")
     monkeypatch.setattr(shutil, "which", lambda name, **kw: f"/usr/bin/{name}")
     found = checks.submitit_check()
-    assert found.status == WARN and found.fix == "pip install clbench[slurm]"
+    assert found.status == WARN and found.fix == install_extra("slurm")
     monkeypatch.setattr(shutil, "which", lambda name, **kw: None)
     assert checks.submitit_check().status == INFO
 
@@ -326,9 +327,9 @@ def test_glove_and_word_vectors(monkeypatch, tmp_path):
         assert checks.glove_check().status == OK and "400000 x 50" in checks.glove_check().detail
     monkeypatch.setattr(checks, "installed", lambda module: False)
     found = checks.glove_check()
-    assert found.status == WARN and "textcnn-glove" in found.detail and "clbench[attack]" in found.fix
+    assert found.status == WARN and "textcnn-glove" in found.detail and '.[attack]"' in found.fix
     found = checks.word_vectors_check()
-    assert found.status == WARN and "not installed" in found.detail and "clbench[attack]" in found.fix
+    assert found.status == WARN and "not installed" in found.detail and '.[attack]"' in found.fix
 
 
 def test_textattack_is_not_suggested_into_this_environment(monkeypatch):
@@ -343,7 +344,7 @@ def test_textattack_is_not_suggested_into_this_environment(monkeypatch):
 def test_optional_extras_are_info_with_an_install_command(monkeypatch):
     monkeypatch.setattr(checks, "installed", lambda module: False)
     for check, fix in ((checks.textattack_check, "pip install -e . textattack"),
-                       (checks.accelerate_check, "pip install clbench[perf]"),
+                       (checks.accelerate_check, install_extra("perf")),
                        (checks.spacy_check, "python -m spacy download en_core_web_sm")):
         found = check()
         assert found.status == INFO and fix in found.fix

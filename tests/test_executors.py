@@ -22,6 +22,7 @@ from bench.running.slurm_options import SlurmOptions, load_profile, parse_gres_g
 from bench.running.runner import Shard, plan, worker_gpus
 from bench.spec import RunSpec
 from bench.running.status import decide, query_states
+from bench.errors import install_extra
 from conftest import FAST
 
 ONE_EPOCH = [*FAST, "--epochs", "1"]
@@ -315,7 +316,7 @@ def test_profile_errors_and_missing_tools(cli, tiny, tmp_path, monkeypatch):
     real = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "submitit" else real(name, *a))
     code, _, err = cli("run", "--datasets", tiny, "--executor", "slurm")
-    assert code == 2 and "pip install clbench[slurm]" in err
+    assert code == 2 and install_extra("slurm") in err
 
 
 # ----------------------------------------------------------------------------------------------- status

@@ -86,6 +86,8 @@ def test_save_format_hf_folder_loads_with_auto_classes_and_predicts_what_the_run
 def test_export_command_writes_the_same_model_and_refuses_to_overwrite(trained, cli, tmp_path):
     from safetensors.torch import load_file
 
+    from bench.results import runfiles
+
     target = tmp_path / "exported"
     code, out, err = cli("export", trained.name, target, "--results-dir", trained.parent)
     assert code == 0, err
@@ -111,7 +113,7 @@ def test_export_command_writes_the_same_model_and_refuses_to_overwrite(trained, 
     shutil.copytree(trained, mean, ignore=shutil.ignore_patterns("hf"))
     spec = json.loads((mean / "spec.json").read_text())
     spec["train"]["pooling"] = "mean"
-    (mean / "spec.json").write_text(json.dumps(spec))
+    runfiles.write_json(mean, "spec.json", spec)  # recorded in its manifest, as the run's own writes are
     code, _, err = cli("export", mean, tmp_path / "y")
     assert code == 2 and "--pooling mean has no stock Hugging Face" in err and not (tmp_path / "y").exists()
 
@@ -223,5 +225,5 @@ def test_an_export_that_does_not_reproduce_the_logits_is_refused_and_leaves_noth
     data = load_dataset(str(FIXTURE))
     bundle = build_encoder("tiny-bert", data.train.texts, TrainConfig(max_length=32, pooling="mean"))
     spec = RunSpec("ce", data.name, "tiny-bert", 1, data.fingerprint, TrainConfig(max_length=32, pooling="mean"))
-    message = save_hf_in_run(Method(bundle.model, 3), bundle, data, spec, tmp_path)
+    message = save_hf_in_run(Method(bundle.model, 3), bundle, data, spec, tmp_path, [])
     assert message.startswith("no Hugging Face export (hf/): --pooling mean") and not (tmp_path / "hf").exists()

@@ -19,6 +19,7 @@ from bench.errors import BenchError
 from bench.perf import gemm_tflops, main as perf_main, peak_tflops, throughput, training_flops
 from bench.spec import RunSpec, TrainConfig
 from bench.running.walltime import makespan, shard_cost, step_time_seconds
+from bench.errors import install_extra
 
 
 def test_training_flops_counts_weights_and_attention():
@@ -404,7 +405,7 @@ def test_hf_trainer_without_accelerate_is_a_one_line_error(monkeypatch, capsys):
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "accelerate" else real(name, *a))
     assert perf_main(["hf-trainer", "--encoder", "tiny-bert", "--quiet"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and "pip install 'clbench[perf]'" in err[0]
+    assert len(err) == 1 and install_extra("perf") in err[0]
 
 
 def test_hf_trainer_races_its_length_grouped_and_its_random_sampler(tiny, monkeypatch, capsys):

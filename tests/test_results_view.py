@@ -58,10 +58,11 @@ def test_the_default_is_one_line_per_run_and_evaluator_within_the_terminal(cli, 
     assert code == 0 and err == ""
     assert max(len(line) for line in out.splitlines()) <= width
     assert {key: len(lines) for key, lines in run_lines(out).items()} == EVALUATORS
-    clean = next(line for line in run_lines(out)["clld-adaptive_mr_minilm_s1_c3d4e5f6a7"] if "0.950" in line)
-    assert clean.split() == ["clld-adaptive", "mr", "minilm", "1", "c3d4e5", "0.950", "0.950", "0.200"]
-    assert "clean, split test: acc = accuracy, f1 = macro_f1, val_acc = validation accuracy" in out
-    assert "0.100" not in out.split("checklist")[0]  # the per-class f1 rows (0.1) are for --long
+    clean = next(line for line in run_lines(out)["clld-adaptive_mr_minilm_s1_c3d4e5f6a7"] if "95.00" in line)
+    assert clean.split() == ["clld-adaptive", "mr", "minilm", "1", "c3d4e5", "95.00", "95.00", "20.00"]  # in %
+    assert ("clean, split test: acc = accuracy (%), f1 = macro_f1 (%), val_acc = validation accuracy (%)"
+            in " ".join(out.split()))
+    assert "10.00" not in out.split("checklist")[0]  # the per-class f1 rows (0.1) are for --long
     left_out = "left out to fit 80 columns: contrast: consist, note; textfooler: changed%, queries, ex/s, skip_ex "
     if width == 80:
         assert left_out in " ".join(out.split()) and "--long" in out

@@ -370,9 +370,23 @@ def test_next_steps_name_the_results_folder_unless_it_is_the_default(monkeypatch
         assert not any("select-by" in step or "plot curve" in step for step in steps)
 
 
+def test_next_steps_offer_only_what_will_work_on_collapsed_runs():
+    """Reports leave collapsed runs out: with every run collapsed they would exit 2, so they are not offered; a
+    comparison needs a ce run and another method's, neither collapsed."""
+    opts = SimpleNamespace(results_dir=Path("elsewhere"), grid=(), regimes=({},))
+    keys = ["ce_d_e_s1_x", "cl_d_e_s1_y"]
+    steps = next_steps(opts, keys, collapsed=set(keys))
+    assert not any("clbench report" in step for step in steps)
+    assert steps[0].startswith("clbench results --results-dir elsewhere --filter collapsed=0,1")
+    steps = next_steps(opts, keys, collapsed={"ce_d_e_s1_x"})
+    assert not any("--table compare" in step for step in steps) and any("--html" in step for step in steps)
+    assert any(step.startswith("clbench plot confusion cl_d_e_s1_y") for step in steps)
+    assert any("--table compare" in step for step in next_steps(opts, keys))
+
+
 def test_after_a_grid_and_regimes_the_next_steps_select_on_validation():
     grid = SimpleNamespace(results_dir=Path("elsewhere"), grid=(("lr", (1e-5, 2e-5)),), regimes=({}, {"shots": 8}))
-    steps = next_steps(grid, ["ce_d_e_s1_x"])
+    steps = next_steps(grid, ["ce_d_e_s1_x", "cl_d_e_s1_y"])
     assert any("--table compare --select-by validation" in step for step in steps)
     assert any(step.startswith("clbench plot curve --results-dir elsewhere --select-by validation")
                for step in steps)
@@ -389,3 +403,18 @@ def test_the_delta_is_shown_for_runs_of_a_data_regime(paired):
     regime_rows = [{**row, "train_size": 100} for row in rows]
     table = results_table(regime_rows, predictions)
     assert delta_cell(table, "mr[n=100]", "cl").endswith("inconclusive (2 runs)")
+
+
+def test_a_skip_reason_is_said_once_per_sweep(capsys):
+    """Each shard of a sweep meets the same skip (no contrast set for the dataset): its reason is printed for the
+    first, `(as above)` for the rest; a new command (a new `said`) says it again."""
+    from bench.cli.common import print_evaluations
+
+    skip = SimpleNamespace(evaluator="contrast", status="skipped", message="no contrast set for 'mr'", seconds=0.0)
+    said: set = set()
+    print_evaluations([skip], said)
+    print_evaluations([skip], said)
+    err = capsys.readouterr().err
+    assert err.count("no contrast set for 'mr'") == 1 and "contrast: skipped (as above)" in err
+    print_evaluations([skip], set())
+    assert "no contrast set for 'mr'" in capsys.readouterr().err

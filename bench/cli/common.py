@@ -45,6 +45,23 @@ EVAL_HELP = {
 }
 
 
+TRAINER = "the Hugging Face Trainer's name"
+EXAMPLES = "the name in the Hugging Face example scripts (run_glue.py)"
+HARNESSES = "the name in lm-evaluation-harness and MTEB"
+FOREIGN_OPTIONS: dict[str, tuple[tuple[str, ...], str]] = {  # another tool's option -> (ours, first found; whose)
+    "--learning_rate": (("--lr",), TRAINER), "--learning-rate": (("--lr",), TRAINER),
+    "--num_train_epochs": (("--epochs",), TRAINER), "--per_device_train_batch_size": (("--batch-size",), TRAINER),
+    "--output_dir": (("--results-dir",), TRAINER), "--output-dir": (("--results-dir",), TRAINER),
+    "--seed": (("--seeds",), "the name in the Hugging Face Trainer, lm-evaluation-harness and MTEB"),
+    "--model_name_or_path": (("--encoder", "--model"), EXAMPLES),
+    "--model-name-or-path": (("--encoder", "--model"), EXAMPLES),
+    "--model": (("--encoder",), HARNESSES), "--tasks": (("--datasets",), HARNESSES),
+    "--task": (("--datasets",), f"close to --tasks, {HARNESSES}"),
+    "--output_path": (("--results-dir",), "lm-evaluation-harness's name"),
+    "--output_folder": (("--results-dir",), "MTEB's name"),
+}
+
+
 class UsageError(BenchError):
     """A command-line mistake found while parsing (an unknown option, a bad value): one line, exit code 2."""
 
@@ -111,8 +128,9 @@ def chosen_parsers(parser: argparse.ArgumentParser, parsed: argparse.Namespace) 
 
 
 def unknown_arguments(parsers: list[argparse.ArgumentParser], extras: list[str]) -> str:
-    """The line for arguments no parser took: each unknown option with the real ones it is a prefix of or close
-    to (`did you mean --methods?`), or the stray arguments."""
+    """The line for arguments no parser took: each unknown option with ours that another tool's name stands for
+    (FOREIGN_OPTIONS: `--learning_rate`, `--lr`), else the real ones it is a prefix of or close to (`did you mean
+    --methods?`), or the stray arguments."""
     prog = parsers[-1].prog
     options = list(dict.fromkeys(o for p in reversed(parsers) for a in p._actions for o in a.option_strings))
     unknown = [e.split("=", 1)[0] for e in extras if e.startswith("-") and len(e) > 1 and not is_number(e)]
@@ -120,6 +138,11 @@ def unknown_arguments(parsers: list[argparse.ArgumentParser], extras: list[str])
         return f"unexpected argument(s) {' '.join(extras)} (see `{prog} --help`)"
     lines = []
     for name in dict.fromkeys(unknown):
+        ours, whose = FOREIGN_OPTIONS.get(name, ((), ""))
+        foreign = next((o for o in ours if o in options), None)  # only where this command has the option
+        if foreign is not None:
+            lines.append(f"unknown option {name}: did you mean {foreign}? ({name} is {whose})")
+            continue
         guesses = close_options(name, options)
         lines.append(f"unknown option {name}" + (f": did you mean {' or '.join(guesses)}?" if guesses else ""))
     return "; ".join(lines) + f" (options are spelled in full; see `{prog} --help`)"
@@ -247,7 +270,8 @@ def request_fields(args: argparse.Namespace, file_run: dict[str, Any], data_dir:
     report_to = parse_report_to(file_run.get("report_to") if report_to is None else report_to)
     require_packages(report_to)  # a missing package fails now, before anything trains
     return {"evaluators": tuple(evaluator_names(names, evaluators)), "options": eval_options(args, file_run, data_dir),
-            "save_model": save, "explicit": names not in (None, ["all"]), "compile": compiled, "cuda_graphs": graphs,
+            "save_model": save, "explicit": names not in (None, ["all"]), "asked": names is not None,
+            "compile": compiled, "cuda_graphs": graphs,
             "length_bucket": bucket, "deterministic": deterministic, "report_to": report_to, "checkpoint_every_s": every}
 
 
@@ -259,14 +283,19 @@ def shard_request(args: argparse.Namespace, file_run: dict[str, Any], data_dir: 
     return ShardRequest(**fields)
 
 
-def print_evaluations(outcomes: list[Any]) -> list[Any]:
+def print_evaluations(outcomes: list[Any], said: set[tuple[str, str]] | None = None) -> list[Any]:
     """One line per evaluator that did not just succeed (one line in all when none could run for want of a
-    saved model); returns the failed ones."""
+    saved model); a skip reason already in `said` (the command's: printed for an earlier shard) is not repeated.
+    Returns the failed ones."""
+    said = set() if said is None else said
     if len(outcomes) > 1 and all(e.status == "no-model" for e in outcomes):
         print(f"    {', '.join(e.evaluator for e in outcomes)}: no-model: {outcomes[0].message}", file=sys.stderr)
         return []
     for e in outcomes:
-        if e.status in ("skipped", "failed", "no-model"):
+        if e.status in ("skipped", "no-model") and (e.evaluator, e.message) in said:  # for an earlier shard
+            print(f"    {e.evaluator}: {e.status} (as above)", file=sys.stderr)
+        elif e.status in ("skipped", "failed", "no-model"):
+            said.add((e.evaluator, e.message))
             print(f"    {e.evaluator}: {e.status}: {e.message}", file=sys.stderr)
         elif e.status == "done":
             print(f"    {e.evaluator}: done ({e.seconds:.0f}s)", file=sys.stderr)

@@ -46,10 +46,39 @@ def run_checks(results: Path, given_as: str, debug: bool = False) -> list[Check]
         ("python", checks.python_check), ("clbench", checks.clbench_check), ("torch", checks.torch_checks),
         ("wordnet", checks.wordnet_check), ("glove", checks.glove_check),
         ("word-vectors", checks.word_vectors_check), ("minilm", checks.minilm_check), ("hub", hub),
-        ("slurm", slurm), ("submitit", checks.submitit_check), ("disk", lambda: checks.disk_check(results)),
+        ("slurm", slurm), ("submitit", checks.submitit_check), ("load", load_check),
+        ("disk", lambda: checks.disk_check(results)),
         ("results", lambda: checks.results_check(results, given_as)), ("textattack", checks.textattack_check),
         ("spacy", checks.spacy_check), ("accelerate", checks.accelerate_check)]
     return [line for name, check in steps for line in guarded(name, check, debug)]
+
+
+def load_check() -> Check:
+    """The machine's load against its usable cores, and the torch threads a CPU run would train with here."""
+    from bench.running import machine_load
+
+    cores, explicit = machine_load.cpu_count(), machine_load.explicit_threads()
+    advice = machine_load.advise(explicit or default_threads(cores), 1, cores=cores)
+    if advice.load is None:
+        return Check("load", checks.INFO, f"unknown on {cores} cores (this system has no load average)")
+    detail = f"{advice.load:.1f} on {cores} cores"
+    if advice.busy and explicit:
+        detail += f" (busy; OMP_NUM_THREADS={explicit} is kept: timings will be slow)"
+    elif advice.busy:
+        detail += (f" (busy: training on the CPU would use {machine_load.thread_text(advice.recommended)} instead "
+                   f"of {advice.threads})")
+    else:
+        detail += f" (training on the CPU uses {machine_load.thread_text(advice.threads)})"
+    return Check("load", checks.INFO, detail)
+
+
+def default_threads(cores: int) -> int:
+    """The torch threads a run starts with (its CPU threads; the usable cores without torch)."""
+    try:
+        import torch
+    except ImportError:
+        return cores
+    return torch.get_num_threads()
 
 
 def guarded(name: str, check: Lines, debug: bool = False) -> list[Check]:

@@ -71,10 +71,11 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     device = resolve_device(args.device)
     print(f"clbench: {len(evaluators)} evaluator(s) x {len(runs)} run(s)", file=sys.stderr)
     outcomes: list[Any] = []
+    said: set[tuple[str, str]] = set()  # skip reasons printed: said once
     for i, (spec, done) in enumerate(rescore(runs, evaluators, request, device, args.data_dir, args.overwrite),
                                      start=1):
         print(f"[{i}/{len(runs)}] {spec.key}", file=sys.stderr)
-        print_evaluations(done)
+        print_evaluations(done, said)
         outcomes.extend(done)
     rows = [row for o in outcomes for row in o.rows if row.get("metric") != "skipped"]
     if rows:  # the runs' clean rows tell which of them collapsed: the runs asked for are shown, those marked †
@@ -124,7 +125,7 @@ def check_external(runs: list[Any]) -> None:
 def evaluate_model(args: argparse.Namespace, request: Any, results_dir: Any) -> int:
     """`--model`: score an outside model on each dataset (clean rows, then the evaluators) and print the results."""
     from bench.reporting.summary import evaluation_table
-    from bench.running.external import evaluate_external
+    from bench.running.external import evaluate_external, shown_rows
     from bench.training.setup import resolve_device
 
     device = resolve_device(args.device)
@@ -138,8 +139,11 @@ def evaluate_model(args: argparse.Namespace, request: Any, results_dir: Any) -> 
         outcomes.extend(result.evaluations)
         rows.extend(result.rows)
     scored = [r for o in outcomes for r in o.rows if r.get("metric") != "skipped"]
-    if scored:
-        print(evaluation_table(rows + scored, include_collapsed=True).to_string(index=False))
+    if scored:  # the model's folder name as its encoder; † (a collapsed model) explained once, under the table
+        table = evaluation_table(shown_rows(rows + scored), include_collapsed=True)
+        print(table.to_string(index=False))
+        for note in table.attrs.get("notes", []):
+            print(f"note: {note}")
     failed = [o for o in outcomes if o.status == "failed"]
     report_failed_evaluations(failed)
     return 1 if failed else 0

@@ -46,7 +46,11 @@ def cmd_export(args: argparse.Namespace) -> int:
     summary = export_run(runs[0], folder, resolve_device(args.device), args.data_dir, args.overwrite)
     print(f"clbench: exported {runs[0].name} -> {folder} ({summary['class']}, labels: "
           f"{', '.join(summary['labels'])}; largest logit gap to the run's model on its test texts: "
-          f"{summary['max_logit_gap']:.1e})", file=sys.stderr)
+          f"{summary['max_logit_gap']:.1e}; a README.md model card, the test metrics in clbench_export.json)",
+          file=sys.stderr)
+    if summary.get("collapsed"):
+        print(f"clbench: warning: {runs[0].name} collapsed: the model predicts one class whatever the input and is "
+              "not a result (exported anyway; its model card says so)", file=sys.stderr)
     print(f"from transformers import AutoModelForSequenceClassification, AutoTokenizer\n"
           f"model = AutoModelForSequenceClassification.from_pretrained({str(folder)!r})\n"
           f"tokenizer = AutoTokenizer.from_pretrained({str(folder)!r})")

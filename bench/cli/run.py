@@ -11,6 +11,7 @@ from typing import Any
 from bench.cli.common import RESULTS_HELP, add_evaluator_options, comma_list, print_evaluations, \
     quiet_transformers, report_failed_evaluations, seed_list
 from bench.cli.run_options import DEFAULT_METHODS, run_options
+from bench.errors import install_extra
 from bench.running.grid import MAX_SHARDS, budget_line
 from bench.running.options import RunOptions
 from bench.spec import CUDA_GRAPH_MODES, REGIME_FIELDS, TrainConfig
@@ -48,7 +49,7 @@ def typed_list(kind: type) -> Any:
 
 def add_slurm_options(parser: argparse.ArgumentParser) -> None:
     """The options of `--executor slurm` (a profile file, then flags that override it)."""
-    group = parser.add_argument_group("SLURM (with --executor slurm; pip install clbench[slurm])")
+    group = parser.add_argument_group(f"SLURM (with --executor slurm; {install_extra('slurm')})")
     group.add_argument("--slurm-profile", default=None, metavar="YAML",
                        help="YAML file with the options below (partition, time_min, ...); flags win")
     group.add_argument("--partition", default=None, help="SLURM partition")
@@ -137,7 +138,7 @@ def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
                           "<run>/hf/, see `clbench export`), pt,hf or both; not in the run key")
     run.add_argument("--report-to", dest="report_to", default=None, metavar="TRACKER[,TRACKER...]",
                      help="also log each shard (settings, losses, validation, results) to tensorboard, mlflow and/or "
-                          "wandb, one tracker run per run key (default: none; pip install clbench[tracking]; "
+                          f"wandb, one tracker run per run key (default: none; {install_extra('tracking')}; "
                           "not in the run key)")
     run.add_argument("--executor", choices=["local", "slurm"], default=None,
                      help="local: run here (default); slurm: submit the unfinished shards as a job array and return")
@@ -185,7 +186,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     def report(i: int, n: int, outcome: Any) -> None:
         accuracy = next((r["value"] for r in outcome.rows if r["metric"] == "accuracy" and r["split"] == "test"),
                         None)
-        detail = f"test accuracy {accuracy:.4f}" if accuracy is not None else outcome.message
+        detail = f"test accuracy {100 * accuracy:.2f}%" if accuracy is not None else outcome.message
         eta = progress.shard_ended(outcome.key, trained=outcome.seconds > 1)
         progress.write(f"[{i}/{n}] {outcome.status:7s} {outcome.key}  {detail}"
                        + (f"  ({outcome.seconds:.0f}s)" if outcome.status == "done" else "")
@@ -197,9 +198,10 @@ def cmd_run(args: argparse.Namespace) -> int:
         elif outcome.status == "skipped" and any(is_collapsed_flag(r.get("collapsed")) for r in outcome.rows):
             progress.write(f"warning: {outcome.key} collapsed when it was trained (the model predicts one class "
                            "whatever the input): not a result; retrain it with --overwrite and another --lr")
-        failed_evaluations.extend(print_evaluations(outcome.evaluations))
+        failed_evaluations.extend(print_evaluations(outcome.evaluations, said))
 
     failed_evaluations: list[Any] = []
+    said: set[tuple[str, str]] = set()  # skip reasons printed: said once per sweep
     progress = SweepProgress(shards, bar=opts.progress)
     try:
         outcomes = execute_sweep(shards, opts, report, handle_signals=True)
@@ -230,7 +232,8 @@ def cmd_run(args: argparse.Namespace) -> int:
             print(f"  {o.key}: {o.message}", file=sys.stderr)
     report_failed_evaluations(failed_evaluations, " (the runs' training results are kept)")
     if rows:
-        print_next_steps(opts, sorted({r["run_key"] for r in rows}))
+        collapsed = {r["run_key"] for r in rows if is_collapsed_flag(r.get("collapsed"))}
+        print_next_steps(opts, sorted({r["run_key"] for r in rows}), collapsed)
     return 1 if failed or failed_evaluations else 0
 
 

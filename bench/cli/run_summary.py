@@ -38,11 +38,15 @@ def collapsed_warning(rows: list[dict[str, Any]]) -> str | None:
 
     from bench.reporting.collapsed import collapsed_keys
 
+    from bench.encoders.learning_rates import lr_hint
+
     keys = collapsed_keys(pd.DataFrame(rows))
     if not keys:
         return None
+    encoders = sorted({r["encoder"] for r in rows if r.get("run_key") in keys and r.get("encoder")})
+    hint = lr_hint(encoders[0]) if len(encoders) == 1 else "try another --lr or more --epochs"
     return (f"warning: {len(keys)} shard(s) collapsed (one class predicted for every test example; not a result, "
-            f"left out of the means above -- try another --lr or more --epochs): {', '.join(keys)}")
+            f"left out of the means above -- {hint}): {', '.join(keys)}")
 
 
 def write_demo_reports(rows: list[dict[str, Any]], results_dir: Path, reports_dir: Path) -> list[Path]:
@@ -60,29 +64,35 @@ def write_demo_reports(rows: list[dict[str, Any]], results_dir: Path, reports_di
     return written
 
 
-def next_steps(opts: RunOptions, keys: list[str]) -> list[str]:
-    """The commands worth running next on these results, each with what it gives."""
+def next_steps(opts: RunOptions, keys: list[str], collapsed: set[str] | frozenset[str] = frozenset()) -> list[str]:
+    """The commands worth running next on these results, each with what it gives; only those that will work
+    (`collapsed`: the runs among `keys` that collapsed, which the reports leave out)."""
     default = Path(opts.results_dir).resolve() == Path(DEFAULT_RESULTS).resolve()  # ./results
     folder = "" if default else f" --results-dir {opts.results_dir}"
     select = " --select-by validation" if opts.grid else ""  # a grid: one combination per method, chosen
-    steps = [f"clbench results{folder}                      every result row (filter, export CSV/Parquet)",
-             f"clbench report{folder} --table compare{select}       verdicts vs ce over paired runs",
-             f"clbench report{folder} --html                one self-contained page to share"]
+    steps = [f"clbench results{folder}                      every result row (filter, export CSV/Parquet)"]
+    results = [k for k in keys if k not in collapsed]
+    if not results:  # every run collapsed: the reports would have nothing to show
+        steps[0] = f"clbench results{folder} --filter collapsed=0,1   the rows of the collapsed runs"
+        steps.append(f"clbench plot confusion {keys[0]}{folder}   what the collapsed model predicts")
+        return steps
+    if any(k.split("_", 1)[0] == "ce" for k in results) and any(k.split("_", 1)[0] != "ce" for k in results):
+        steps.append(f"clbench report{folder} --table compare{select}       verdicts vs ce over paired runs")
+    steps.append(f"clbench report{folder} --html                one self-contained page to share")
     request = getattr(opts, "request", None)
     if opts.grid and request is not None and not request.evaluators:
         steps.append(f"clbench evaluate --selected{folder}   robustness evaluators on each chosen combination")
     if len(opts.regimes) > 1:
         steps.append(f"clbench plot curve{folder}{select}   test accuracy against the data regime")
-    clld = next((k for k in keys if k.startswith("clld")), None)
+    clld = next((k for k in results if k.startswith("clld")), None)
     if clld:
         steps.append(f"clbench plot ldm {clld}{folder}   the learnt label distances")
-    if keys:
-        steps.append(f"clbench plot confusion {keys[0]}{folder}   a test confusion heatmap")
+    steps.append(f"clbench plot confusion {results[0]}{folder}   a test confusion heatmap")
     return steps
 
 
-def print_next_steps(opts: RunOptions, keys: list[str]) -> None:
+def print_next_steps(opts: RunOptions, keys: list[str], collapsed: set[str] | frozenset[str] = frozenset()) -> None:
     """Where the results are and the next commands, on stderr (stdout keeps the tables)."""
     print(f"clbench: results in {opts.results_dir} ({len(keys)} run(s)); next:", file=sys.stderr)
-    for step in next_steps(opts, keys):
+    for step in next_steps(opts, keys, collapsed):
         print(f"  {step}", file=sys.stderr)

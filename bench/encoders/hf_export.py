@@ -21,7 +21,7 @@ import re
 import shutil
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import torch
 from torch import nn
@@ -32,7 +32,7 @@ from bench.encoders.models import EncoderBundle, HFEncoder
 BERT_LIKE = ("bert", "roberta", "xlm-roberta", "camembert", "distilbert")
 ROBERTA_LIKE = ("roberta", "xlm-roberta", "camembert")  # positions start after the padding index
 TOLERANCE = 1e-4  # the largest logit difference the export check accepts (fp32 differences are ~1e-6)
-ABOUT = "clbench_export.json"  # what the folder was made from (run key, method, pooling), beside the HF files
+ABOUT = "clbench_export.json"  # what the folder was made from (run key, settings, metrics), beside the HF files
 LAYER = r"deberta.encoder.layer.\1."
 # source name (relative to the encoder) -> name in DebertaV2ForSequenceClassification
 DEBERTA_NAMES = [
@@ -247,9 +247,11 @@ def check_target(folder: Path, overwrite: bool) -> None:
 
 def export_hf(encoder: nn.Module, head: nn.Module, bundle: EncoderBundle, label_names: list[str],
               head_dropout: float, max_length: int, folder: Path, check_texts: list[str],
-              about: dict[str, Any] | None = None, overwrite: bool = False) -> dict[str, Any]:
+              about: dict[str, Any] | None = None, overwrite: bool = False,
+              files: dict[str, Callable[[dict[str, Any]], str]] | None = None) -> dict[str, Any]:
     """Write the encoder + head as a Hugging Face folder at `folder` (whole or not at all), load it back and check
-    its logits on `check_texts` against the suite's; returns what was written (class, largest logit gap)."""
+    its logits on `check_texts` against the suite's; returns what was written (class, largest logit gap).
+    `about` goes into ABOUT; `files`: more text files (e.g. a model card), each made from that record."""
     folder = Path(folder)
     check_target(folder, overwrite)
     tokenizer = tokenizer_of(bundle)
@@ -267,6 +269,8 @@ def export_hf(encoder: nn.Module, head: nn.Module, bundle: EncoderBundle, label_
         summary = {"class": type(hf_model).__name__, "pooling": encoder.pooling, "labels": list(label_names),
                    "max_length": max_length, **(about or {})}
         (staging / ABOUT).write_text(json.dumps(summary, indent=1), encoding="utf-8")
+        for name, make in (files or {}).items():
+            (staging / name).write_text(make(summary), encoding="utf-8")
         texts = [t for t in check_texts if t.strip()][:32] or ["a"]
         summary["max_logit_gap"] = check_logits(suite_logits(encoder, head, bundle, texts), staging, texts)
         if folder.exists():

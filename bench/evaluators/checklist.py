@@ -52,6 +52,7 @@ from bench.registry import EVALUATORS
 from bench.results import store
 
 log = logging.getLogger(__name__)
+_said: set[tuple[str, str]] = set()  # (dataset, note) already logged by this process
 
 SPLIT = "checklist"
 CASES_FILE = store.CHECKLIST_CASES
@@ -222,7 +223,9 @@ class ChecklistEvaluator(Evaluator):
         if rules.neutral_band is not None and view is None:
             info["notes"].append("checklist_neutral_band ignored: not a binary sentiment label set")
         for note in info["notes"]:
-            log.info("checklist: %s", note)
+            if (ctx.data.name, note) not in _said:  # once per dataset and process (a sweep's shards share it)
+                _said.add((ctx.data.name, note))
+                log.info("checklist: %s", note)
         records = run_suite(ctx.classifier, cases, ctx.label_names, rules)
         info.update(cases=len(cases), settings=self.settings(options))
         note = "; ".join(info["notes"])

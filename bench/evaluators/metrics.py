@@ -23,9 +23,11 @@ def class_entropy(labels: np.ndarray, num_classes: int) -> float:
     return float(-(shares * np.log(shares)).sum()) + 0.0  # + 0.0: no "-0.00" for one class
 
 
-def collapse_note(gold: np.ndarray, predicted: np.ndarray, label_names: list[str]) -> str:
+def collapse_note(gold: np.ndarray, predicted: np.ndarray, label_names: list[str],
+                  hint: str = "try another --lr or more --epochs") -> str:
     """Why a model counts as collapsed (it predicts nearly one class whatever the input), or "" if it does not:
-    the entropy of its predicted classes is below COLLAPSE_RATIO of the gold labels' entropy."""
+    the entropy of its predicted classes is below COLLAPSE_RATIO of the gold labels' entropy. `hint`: what to
+    try instead (bench.encoders.learning_rates.lr_hint)."""
     n = len(label_names)
     gold_entropy, predicted_entropy = class_entropy(gold, n), class_entropy(predicted, n)
     if gold_entropy == 0 or predicted_entropy >= COLLAPSE_RATIO * gold_entropy:
@@ -34,7 +36,7 @@ def collapse_note(gold: np.ndarray, predicted: np.ndarray, label_names: list[str
     share = float((predicted == top).mean())
     return (f"predicts '{label_names[top]}' for {share:.0%} of test examples (predicted-class entropy "
             f"{predicted_entropy:.2f} vs {gold_entropy:.2f} of the gold labels): a collapsed model, not a result; "
-            "try another --lr or more --epochs")
+            f"{hint}")
 
 
 def classification_records(gold: np.ndarray, predicted: np.ndarray, label_names: list[str]) -> list[dict]:

@@ -1,7 +1,7 @@
 """`hf-trainer`: our Trainer's training throughput against a plain Hugging Face `Trainer` fine-tuning the same
 encoder weights (AutoModelForSequenceClassification, default arguments) on the same examples and device, one epoch
-of each per round, interleaved; the HF baseline needs `accelerate` (`pip install clbench[perf]`). With --compile
-only ours is compiled.
+of each per round, interleaved; the HF baseline needs `accelerate` (the extra `perf`: `pip install -e ".[perf]"`
+in the checkout). With --compile only ours is compiled.
 
 Two HF rows by default (`--hf-sampler both`), so that the batching and the loop are told apart:
 
@@ -32,7 +32,7 @@ from typing import Any
 import torch
 
 from bench.data.batching import Encoded, bucket_width, length_grouped_batches
-from bench.errors import BenchError
+from bench.errors import BenchError, install_extra
 from bench.perf.common import constant_schedule, prepare, rotated, round_line, say, summarise, timed, trainer_epoch
 from bench.training.trainer import Trainer
 
@@ -130,7 +130,7 @@ def require_accelerate() -> None:
     import importlib.util
 
     if importlib.util.find_spec("accelerate") is None:
-        raise BenchError("the Hugging Face Trainer baseline needs accelerate: pip install 'clbench[perf]'")
+        raise BenchError(f"the Hugging Face Trainer baseline needs accelerate: {install_extra('perf')}")
 
 
 def hf_trainer(args: argparse.Namespace) -> dict:

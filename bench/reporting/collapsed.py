@@ -22,6 +22,11 @@ from bench.results.store import is_collapsed_flag
 COLUMN = "collapsed"
 WHAT = "the model predicts one class whatever the input: not a result"
 BRING_BACK = "--filter collapsed=0,1"
+KEPT_BY = "your --filter collapsed=..."
+# The command's words in these lines -> the Python API's (bench.api: compare and table take include_collapsed=True;
+# run takes lr= and epochs=), so that a script sees its own keywords in the same sentences.
+API_TERMS = {BRING_BACK: "include_collapsed=True", KEPT_BY: "include_collapsed=True", "--lr": "lr=",
+             "--epochs": "epochs="}
 MARK = "†"
 
 
@@ -104,11 +109,18 @@ def split_runs(rows: pd.DataFrame, frame: pd.DataFrame | None = None, include: b
     return Split(rows if include else rows[~mine], keys, include)
 
 
+def api_terms(text: str) -> str:
+    """A note, warning or error of this policy (or the run's collapsed warning) in the Python API's terms."""
+    for command, api in API_TERMS.items():
+        text = text.replace(command, api)
+    return text
+
+
 def warning_lines(keys: list[str], included: bool) -> list[str]:
     """The warning block `clbench report` prints (each line after `warning: `) before its tables: what happens to
     the collapsed runs, then one line per run ([] when there are none)."""
     if not keys:
         return []
-    fate = (f"kept by your --filter collapsed=...: marked {MARK}, never best" if included else
+    fate = (f"kept by {KEPT_BY}: marked {MARK}, never best" if included else
             f"left out of every table and mean (show them with {BRING_BACK}; or re-run them with another --lr)")
     return [f"{len(keys)} collapsed run(s) ({WHAT}), {fate}:", *(f"  {key}" for key in keys)]

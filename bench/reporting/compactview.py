@@ -1,5 +1,6 @@
 """`clbench results` on a terminal: one line per run and evaluator (a metric family), its main metrics as columns
-with short names, fitted to the terminal width; collapsed runs are marked.
+with short names (fractions -- accuracy, F1, rates -- in %, as every table shows them; the stored rows and
+exports keep fractions), fitted to the terminal width; collapsed runs are marked.
 
 Each evaluator gets its own small table (its metrics differ from the others'), headed by a line that spells out
 the short names. Only summary rows are shown (no per-class, per-test or per-capability breakdowns: those are
@@ -18,6 +19,7 @@ import pandas as pd
 
 from bench.errors import BenchError
 from bench.reporting.collapsed import collapsed_keys, listed
+from bench.reporting.plotdata import PERCENT, is_fraction
 from bench.reporting.resultsview import as_text, breakdown_rows
 
 SHORT_METRICS = {
@@ -126,7 +128,8 @@ def section(rows: pd.DataFrame, evaluator: str, keys: dict[str, str], collapsed:
     names = [name for name in RUN_COLUMNS if name not in shared] + (["settings"] if len(settings) > 1 else [])
     columns = [Column(name, [], right=name == "seed") for name in names]
     values = [Column(metric_name(split, metric, main), [], right=True, metric=metric,
-                     full=metric if split == main else f"{split} {metric}") for split, metric in metrics]
+                     full=(metric if split == main else f"{split} {metric}") + (" (%)" if is_fraction(metric) else ""))
+              for split, metric in metrics]
     note = Column("note", [])
     for (run_key, eval_hash), group in groups:
         first = group.iloc[0]
@@ -138,7 +141,8 @@ def section(rows: pd.DataFrame, evaluator: str, keys: dict[str, str], collapsed:
         found = group[group.index.isin(summary.index)]
         for column, (split, metric) in zip(values, metrics):
             hit = found[(found["split"] == split) & (found["metric"] == metric)]
-            column.cells.append(number(hit["value"].iloc[0]) if len(hit) else "")
+            column.cells.append("" if not len(hit) else percent(hit["value"].iloc[0]) if is_fraction(metric)
+                                else number(hit["value"].iloc[0]))
         reasons = list(group.loc[skipped.loc[group.index], "note"])
         if reasons and found.empty and values:  # a skipped evaluation says so where its first number would be
             values[0].cells[-1] = "skipped"
@@ -173,6 +177,11 @@ def number(value: float) -> str:
     if value.is_integer() and abs(value) >= 2:
         return f"{value:.0f}"
     return f"{value:.3f}" if abs(value) < 10 else f"{value:.1f}" if abs(value) < 1000 else f"{value:.0f}"
+
+
+def percent(value: float) -> str:
+    """A fraction (accuracy, F1, a rate) as the tables show it: in %, 2 decimals; '-' for none."""
+    return "-" if value is None or pd.isna(value) else f"{PERCENT * float(value):.2f}"
 
 
 def middle_cut(text: str, most: int = LONGEST_CELL) -> str:

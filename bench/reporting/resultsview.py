@@ -40,12 +40,31 @@ def load_results(results_dir: Path | str) -> pd.DataFrame:
         log.warning("left out %d damaged run(s) (e.g. %s); `clbench verify --results-dir %s` lists them, `clbench run` "
                     "repairs them", len(damaged), first, results_dir)
     finished = [run for run in finished if run not in damaged]
+    unscored_note(results_dir, finished)
     if not finished:
         raise BenchError(f"no undamaged finished runs under {results_dir}; `clbench run` repairs them")
     frame = _current_table(results_dir, finished)
     if frame is None:
         frame = pd.DataFrame(store.finished_rows(results_dir))
     return normalise(frame)
+
+
+def unscored_note(results_dir: Path, finished: list[Path]) -> None:
+    """Warn, in one line each, about finished runs whose evaluations are not all in: still being evaluated (a live
+    runner holds the run), or failed (an `evals/*.error.json` beside no stored result)."""
+    from bench.results import lease
+
+    busy = [run.name for run in finished
+            if (holder := lease.read(run)) is not None and not lease.stale_reason(holder)]
+    failed = sorted({f"{run.name} {path.name.split('-')[0]}" for run in finished
+                     for path in (run / store.EVALS).glob("*.error.json")
+                     if not path.with_name(path.name.replace(".error.json", ".json")).is_file()})
+    if busy:
+        log.warning("%d run(s) still being evaluated: their evaluator rows are not in this report yet (e.g. %s; "
+                    "`clbench status` shows them as evaluating)", len(busy), busy[0])
+    if failed:
+        log.warning("%d evaluation(s) failed, so their rows are missing (e.g. %s; the reason is in evals/*.error.json; "
+                    "`clbench run` retries them)", len(failed), failed[0])
 
 
 def _current_table(results_dir: Path, finished: list[Path]) -> pd.DataFrame | None:

@@ -22,7 +22,7 @@ NOT_A_RESULT = "collapsed — not a result"
 def summary_table(rows: list[dict[str, Any]]) -> pd.DataFrame:
     """Per dataset x encoder x method: seeds, test accuracy and macro-F1 (mean ± std, in %), wall time. Collapsed
     runs are left out of the means (`seeds` counts the others); when there are any, a `note` column says how
-    many, and a method whose every run collapsed shows "collapsed" instead of numbers."""
+    many, and a method whose every run collapsed shows "collapsed" instead of numbers and how many seeds ran."""
     frame = pd.DataFrame(rows)
     if frame.empty:
         return frame
@@ -51,7 +51,7 @@ def summary_lines(frame: pd.DataFrame, by: list[str]) -> pd.DataFrame:
                "wall_s": f"{wall[keys]:.0f}"}
         if split.keys:
             n_lost = int(lost.get(keys, 0))
-            row["note"] = NOT_A_RESULT if group is None else \
+            row["note"] = f"{n_lost} seed(s), all collapsed — not a result" if group is None else \
                 f"{n_lost} collapsed seed(s) left out — not results" if n_lost else ""
         out.append(row)
     return pd.DataFrame(out)

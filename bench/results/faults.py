@@ -76,4 +76,4 @@ def remove_quietly(path: str | os.PathLike | None) -> None:
     except FileNotFoundError:
         pass
     except OSError:
-        pass  # removed by the next run of the shard (bench.running.shard.tidy)
+        pass  # removed by the next run of the shard (bench.running.tending.tidy)

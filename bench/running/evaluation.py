@@ -190,10 +190,10 @@ def requested_device_type(device: str) -> str | None:
     return None if kind == "cuda" and not torch.cuda.is_available() else kind
 
 
-def evaluate_run(spec: RunSpec, data: TextData, classifier: Classifier, run_dir: Path, evaluators: list[Evaluator],
-                 options: EvalOptions, device: torch.device, overwrite: bool = False,
+def evaluate_run(spec: RunSpec, data: TextData, classifier: Classifier | None, run_dir: Path,
+                 evaluators: list[Evaluator], options: EvalOptions, device: torch.device, overwrite: bool = False,
                  explicit: bool = True) -> list[EvalOutcome]:
-    """Run each evaluator on a trained classifier unless its rows for these settings, or a skip that still
+    """Run each evaluator on a trained classifier (None: only evaluators that score no model) unless its rows for these settings, or a skip that still
     holds (`stored_status`), are stored already; the options as they apply to the run's data
     (`options_for_data`), its texts cut to what the model sees (bench.data.bounds: the classifier's bound, else
     the run's max_length in characters)."""
@@ -211,7 +211,8 @@ def evaluate_run(spec: RunSpec, data: TextData, classifier: Classifier, run_dir:
             continue
         if stored == "done":
             restore_artefacts(run_dir, evaluator, options)
-            outcomes.append(EvalOutcome(spec.key, evaluator.name, "cached", rows=runfiles.read_json(run_dir, evaluation_name(path))["rows"]))
+            stored_rows = runfiles.read_json(run_dir, evaluation_name(path))["rows"]
+            outcomes.append(EvalOutcome(spec.key, evaluator.name, "cached", rows=stored_rows))
             continue
         outcomes.append(run_one(spec, data, classifier, run_dir, evaluator, options, device, path, explicit, bound))
     return outcomes

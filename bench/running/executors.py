@@ -2,7 +2,7 @@
 packing shards into array tasks, the job callable (requeued on preemption or timeout, resuming from the last epoch checkpoint), and the
 `submitted.json` record that `clbench status` reads.
 
-submitit is optional (`pip install clbench[slurm]`); this module imports without it.
+submitit is optional (the extra `slurm`: `pip install -e ".[slurm]"` in the checkout); this module imports without it.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from bench.results import store
 from bench.data.loading import DataRef
-from bench.errors import BenchError
+from bench.errors import BenchError, install_extra
 from bench.running.slurm_options import SlurmOptions, partition_gpus, with_gpu_request
 from bench.spec import RunSpec
 from bench.running.status import SUBMISSIONS, SUBMITTED
@@ -41,7 +41,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 EXECUTORS = ("local", "slurm")
-INSTALL = "pip install clbench[slurm]"
+INSTALL = install_extra("slurm")
 
 
 # ----------------------------------------------------------------------------------------------- options
@@ -138,7 +138,7 @@ def use_allocated_cpus() -> None:
         return
     import torch
 
-    from bench.running.runner import cpu_count
+    from bench.running.machine_load import cpu_count
 
     torch.set_num_threads(cpu_count())
 

@@ -37,6 +37,15 @@ class ExternalResult:
     evaluations: list[EvalOutcome]
 
 
+def shown_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """`rows` as tables print them: an outside model's encoder (its source: a local folder's absolute path, kept
+    in the stored rows and in `model_source`) shown as the folder's name; a Hub id as it is."""
+    def shown(encoder: Any) -> Any:
+        return Path(encoder).name or encoder if isinstance(encoder, str) and Path(encoder).is_absolute() else encoder
+
+    return [{**r, "encoder": shown(r.get("encoder"))} if r.get("method") == EXTERNAL else r for r in rows]
+
+
 def external_spec(source: str, data: TextData, max_length: int, files: dict[str, str],
                   columns: list[int]) -> RunSpec:
     """The spec of an outside model scored on `data`: its source as the encoder, its files' hashes and the label

@@ -1,4 +1,4 @@
-"""Where a result came from: package, code and library versions, device and host."""
+"""Where a result came from: package, code and library versions, device and host, and the machine's load."""
 
 from __future__ import annotations
 
@@ -13,8 +13,10 @@ from typing import Any
 import torch
 
 import bench
+from bench.running.machine_load import load_average
 
 SOURCE_DIR = Path(bench.__file__).resolve().parent.parent
+_started = {"load": load_average()}  # on import: before this process trains anything (a sweep marks its own)
 
 
 @functools.lru_cache(maxsize=1)
@@ -52,9 +54,21 @@ def provenance(device: torch.device) -> dict[str, Any]:
         "python_version": platform.python_version(),
         "device": device_name(device),
         "cpu_threads": torch.get_num_threads(),  # CPU threads of this process (--jobs K shares the cores)
+        "load_avg_1m": _started["load"],  # the machine's load before the sweep trained: other work only
+        "load_avg_end": load_average(),  # as the rows are written: this shard's own threads included
         "host": socket.gethostname(),
         "slurm_job": slurm_job(),
     }
+
+
+def mark_start(load: float | None) -> None:
+    """Record the load a sweep measured before it trained anything (rows carry it as `load_avg_1m`)."""
+    _started["load"] = load
+
+
+def start_load() -> float | None:
+    """The load recorded before this process (or its sweep) trained anything."""
+    return _started["load"]
 
 
 def slurm_job() -> str:

@@ -8,6 +8,7 @@ import contextlib
 import logging
 import multiprocessing
 import os
+import sys
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,7 +20,9 @@ from bench.data.loading import DataRef, TextData, data_ref, load_dataset
 from bench.encoders.models import canonical_encoder, check_encoder
 from bench.errors import BenchError
 from bench.registry import DATASETS, METHODS
+from bench.running import machine_load, provenance
 from bench.running.grid import Axes, combinations
+from bench.running.machine_load import cpu_count  # also imported from here (bench.perf, tests)
 from bench.running.options import RunOptions
 from bench.running.shard import CHECKPOINT, ShardOutcome, ShardRequest, run_shard
 from bench.spec import RunSpec, TrainConfig, method_config
@@ -132,11 +135,14 @@ def _die_with_parent(parent: int) -> None:
         os._exit(1)
 
 
-def _init_worker(gpu_ids: Any, threads: int, parent: int | None = None, handle_signals: bool = False) -> None:
+def _init_worker(gpu_ids: Any, threads: int, parent: int | None = None, handle_signals: bool = False,
+                 load: float | None = None) -> None:
     """Pin a pool worker to one GPU (via CUDA_VISIBLE_DEVICES) and a share of the CPU threads; it dies with
     the main process. `handle_signals`: a SIGTERM or SIGINT stops its shard at a safe point (bench.results.stopping;
-    the main process passes its own on)."""
+    the main process passes its own on). `load`: the sweep's load before it trained (the rows' `load_avg_1m`)."""
     import torch
+
+    provenance.mark_start(load)
 
     if handle_signals:
         stopping.install()
@@ -145,6 +151,27 @@ def _init_worker(gpu_ids: Any, threads: int, parent: int | None = None, handle_s
     if gpu_ids is not None:
         os.environ["CUDA_VISIBLE_DEVICES"] = str(gpu_ids.get())
     torch.set_num_threads(threads)
+
+
+def in_process(jobs: int, shards_per_gpu: int, shards: int) -> bool:
+    """Whether `execute` runs the shards in this process (else in a pool of worker processes)."""
+    return max(jobs, shards_per_gpu) <= 1 or shards <= 1
+
+
+@contextlib.contextmanager
+def torch_threads(threads: int | None) -> Any:
+    """This process's torch threads set to `threads` for the block (None: unchanged)."""
+    if not threads:
+        yield
+        return
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
 
 
 def _run_in_worker(shard: Shard, results_dir: Path, device: str, overwrite: bool,
@@ -161,32 +188,11 @@ def worker_gpus(jobs: int, gpu_count: int, shards_per_gpu: int = 1) -> list[int 
     return [i % gpu_count if gpu_count else None for i in range(workers)]
 
 
-def cpu_count() -> int:
-    """CPUs this process may use: its CPU affinity, and under SLURM no more than the task's allocation (a
-    cluster without CPU binding lets a task see every core of the node)."""
-    try:
-        usable = len(os.sched_getaffinity(0))
-    except AttributeError:  # not on Linux
-        usable = os.cpu_count() or 1
-    allocated = slurm_cpus()
-    return min(usable, allocated) if allocated else usable
-
-
-def slurm_cpus() -> int | None:
-    """CPUs SLURM allocated to this task (SLURM_CPUS_PER_TASK, else the job's SLURM_CPUS_ON_NODE); None outside
-    SLURM."""
-    for name in ("SLURM_CPUS_PER_TASK", "SLURM_CPUS_ON_NODE"):
-        value = os.environ.get(name, "")
-        if value.isdigit() and int(value) > 0:
-            return int(value)
-    return None
-
-
 def execute(shards: list[Shard], results_dir: Path, jobs: int = 1, device: str = "auto",
             overwrite: bool = False, progress: bool = True,
             report: Callable[[int, int, ShardOutcome], None] | None = None,
             request: ShardRequest = ShardRequest(), shards_per_gpu: int = 1,
-            handle_signals: bool = False) -> list[ShardOutcome]:
+            handle_signals: bool = False, threads: int | None = None) -> list[ShardOutcome]:
     """Run shards (skipping finished ones unless `overwrite`); a failed shard never stops the others, except one
     that failed as the results folder takes no write (full, read-only): the shards after it are not run (failed,
     `not run: <why>`), as each would fail alike.
@@ -199,27 +205,31 @@ def execute(shards: list[Shard], results_dir: Path, jobs: int = 1, device: str =
     `handle_signals` (a local `clbench run`; never under SLURM, where submitit owns the signals): a SIGTERM or
     SIGINT stops the running shards at a safe point (bench.results.stopping; outcomes `stopped`, not reported)
     and starts no new one; `stop_report` then says so.
+
+    `threads`: torch threads per shard (None: this process's own when it runs the shards, the cores shared among
+    the workers of a pool).
     """
     with stopping.handled() if handle_signals else contextlib.nullcontext():
         return _execute(shards, results_dir, jobs, device, overwrite, progress, report or (lambda i, n, o: None),
-                        request, shards_per_gpu, handle_signals)
+                        request, shards_per_gpu, handle_signals, threads)
 
 
 def _execute(shards: list[Shard], results_dir: Path, jobs: int, device: str, overwrite: bool, progress: bool,
              report: Callable[[int, int, ShardOutcome], None], request: ShardRequest, shards_per_gpu: int,
-             handle_signals: bool) -> list[ShardOutcome]:
+             handle_signals: bool, threads: int | None = None) -> list[ShardOutcome]:
     outcomes: list[ShardOutcome] = []
-    if max(jobs, shards_per_gpu) <= 1 or len(shards) <= 1:
+    if in_process(jobs, shards_per_gpu, len(shards)):
         unwritable = ""
-        for i, shard in enumerate(shards, start=1):
-            if stopping.pending():
-                break
-            outcome = not_run(shard, unwritable) if unwritable else \
-                run_shard(shard.spec, shard.data, results_dir, device, overwrite, progress, request=request)
-            unwritable = unwritable or (outcome.message if outcome.unwritable else "")
-            outcomes.append(outcome)
-            if outcome.status not in STOPPED:
-                report(i, len(shards), outcome)
+        with torch_threads(threads):
+            for i, shard in enumerate(shards, start=1):
+                if stopping.pending():
+                    break
+                outcome = not_run(shard, unwritable) if unwritable else \
+                    run_shard(shard.spec, shard.data, results_dir, device, overwrite, progress, request=request)
+                unwritable = unwritable or (outcome.message if outcome.unwritable else "")
+                outcomes.append(outcome)
+                if outcome.status not in STOPPED:
+                    report(i, len(shards), outcome)
         return outcomes
     import torch
 
@@ -232,7 +242,7 @@ def _execute(shards: list[Shard], results_dir: Path, jobs: int, device: str, ove
         gpu_ids = context.Manager().Queue()
         for gpu in slots[:workers]:
             gpu_ids.put(gpu)
-    threads = max(1, cpu_count() // workers)
+    threads = threads or max(1, cpu_count() // workers)
     worker_device = "cuda" if gpu_count else device
     pending, done_count = list(shards), 0
     unwritable = ""
@@ -240,7 +250,8 @@ def _execute(shards: list[Shard], results_dir: Path, jobs: int, device: str, ove
         broken: list[Shard] = []
         with ProcessPoolExecutor(max_workers=min(workers, len(pending)), mp_context=context,
                                  initializer=_init_worker,
-                                 initargs=(gpu_ids, threads, os.getpid(), handle_signals)) as pool:
+                                 initargs=(gpu_ids, threads, os.getpid(), handle_signals,
+                                           provenance.start_load())) as pool:
             futures = {pool.submit(_run_in_worker, shard, results_dir, worker_device,
                                    retry_overwrite(shard, results_dir, overwrite, attempt), request): shard
                        for shard in pending}
@@ -350,4 +361,27 @@ def execute_sweep(shards: list[Shard], options: RunOptions,
     command's SIGTERM and SIGINT stop it at a safe point, see `execute`)."""
     return execute(shards, options.results_dir, options.jobs, options.device, options.overwrite, options.progress,
                    report, options.request or ShardRequest(), shards_per_gpu=options.shards_per_gpu,
-                   handle_signals=handle_signals)
+                   handle_signals=handle_signals, threads=busy_threads(shards, options))
+
+
+def busy_threads(shards: list[Shard], options: RunOptions) -> int | None:
+    """Fewer torch threads per worker when other work keeps this machine busy (bench.running.machine_load), said
+    in one line; None (as usual) on a GPU, with OMP_NUM_THREADS set, with nothing to train, or on an idle machine.
+    Records the load, measured before training, for the rows."""
+    import torch
+
+    load = machine_load.load_average()
+    provenance.mark_start(load)
+    on_cpu = options.device == "cpu" or (options.device == "auto" and not torch.cuda.is_available())
+    to_train = options.overwrite or not all(store.is_finished(options.results_dir / s.spec.key) for s in shards)
+    if not (on_cpu and to_train) or load is None or machine_load.explicit_threads():
+        return None
+    jobs = max(options.jobs, options.shards_per_gpu)
+    workers = 1 if in_process(options.jobs, options.shards_per_gpu, len(shards)) else min(jobs, len(shards))
+    threads = torch.get_num_threads() if workers == 1 else max(1, cpu_count() // workers)
+    advice = machine_load.advise(threads, workers, load)
+    if advice.busy:
+        from tqdm import tqdm
+
+        tqdm.write(advice.line(), file=sys.stderr)  # above the sweep's bar, when it has one
+    return advice.recommended if advice.recommended != threads else None

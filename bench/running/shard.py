@@ -22,10 +22,11 @@ from bench.data.bounds import TextBound, bound_data
 from bench.training.compile import compile_encoder
 from bench.training.graphs import graphs_decision
 from bench.data.loading import TextData
+from bench.encoders.learning_rates import lr_hint
 from bench.encoders.models import build_encoder
 from bench.errors import BenchError
-from bench.running.evaluation import (EvalOutcome, build_evaluators, evaluate_run, is_done,
-                                     load_run_classifier, requested_device_type, spec_columns)
+from bench.running.evaluation import EvalOutcome, build_evaluators, evaluate_run, spec_columns
+from bench.running.tending import evaluate_finished, needs_tending, split_for_collapse, tidy
 from bench.evaluators.base import EvalOptions
 from bench.evaluators.model import ModelClassifier
 from bench.evaluators.metrics import classification_records, collapse_note, softmax
@@ -74,6 +75,7 @@ class ShardRequest:
     options: EvalOptions = field(default_factory=EvalOptions)
     save_model: bool = True
     explicit: bool = True  # evaluators named by the user (False: the default, every evaluator that fits)
+    asked: bool = True  # --evaluators given at all (`all` included): collapsed runs are scored too
     compile: bool = False  # torch.compile the encoder (speed only: not part of the run key)
     cuda_graphs: str = "auto"  # whole-step CUDA graphs: auto | on | off (bench.training.graphs; not in the key)
     length_bucket: int | None = None  # batch widths rounded up to a multiple of this; None: `auto_bucket`
@@ -150,7 +152,7 @@ def claim_and_run(spec: RunSpec, data: TextData, results_dir: Path, device: str,
             if store.is_finished(run_dir):  # finished by another runner before this one got the lease
                 outcome = ShardOutcome(spec.key, "skipped", "already finished",
                                        rows=runfiles.read_json(run_dir, store.ROWS), repaired=repaired.notes)
-                outcome.evaluations = evaluate_finished(spec, data, run_dir, device, request, repaired)
+                outcome.evaluations = evaluate_finished(spec, data, run_dir, device, request)
             else:
                 try:
                     with tracked(request.report_to, spec.key, spec.to_json(), results_dir) as tracker:
@@ -182,59 +184,6 @@ def gather_table(results_dir: Path, outcome: ShardOutcome) -> None:
         warning = f"its results are stored, but the gathered table was not updated ({exc})"
         outcome.message = "; ".join(filter(None, [outcome.message, warning]))
         log.warning("%s: %s", outcome.key, warning)
-
-
-def needs_tending(run_dir: Path, request: ShardRequest, device: str = "auto") -> bool:
-    """Whether a finished run has anything left to write or clean up (a requested evaluation it lacks or whose
-    stored skip no longer holds on `device`, debris of a killed process, a lease), which takes its lease; else
-    it is skipped without one."""
-    evals = run_dir / store.EVALS
-    if (run_dir / CHECKPOINT).exists() or any(run_dir.glob(f".{lease.LEASE}*")) or (run_dir / lease.LEASE).exists():
-        return True
-    if any(run_dir.glob(".*.*.tmp")) or any(evals.glob(".*.*.tmp")) or any(evals.glob("*/.*.*.tmp")):
-        return True
-    device_type = requested_device_type(device)
-    return any(not is_done(run_dir, e, request.options, explicit=request.explicit, device_type=device_type)
-               for e in build_evaluators(list(request.evaluators)))
-
-
-def tidy(run_dir: Path) -> None:
-    """Remove what a process killed in this run left behind: temporary files of interrupted writes, the
-    resume checkpoint of a finished run (killed between writing the rows and removing it), and old leftovers of
-    lease take-overs. Only the holder of the shard's lease writes into its folder, and this runs while holding
-    it, so none of these files can be in use."""
-    evals = run_dir / store.EVALS
-    for folder in (run_dir, evals, *(sorted(p for p in evals.glob("*") if p.is_dir()) if evals.is_dir() else [])):
-        store.remove_temporaries(folder)
-    lease.remove_graves(run_dir)
-    if store.is_finished(run_dir):
-        runfiles.forget(run_dir, CHECKPOINT)
-
-
-def evaluate_finished(spec: RunSpec, data: TextData, run_dir: Path, device_name: str,
-                      request: ShardRequest, repaired: repair.Repair | None = None) -> list[EvalOutcome]:
-    """The requested evaluations a finished run lacks, computed from its saved model (no retraining); a model
-    file that fails verification is moved aside (`repair.model_damaged`) and the evaluations are `no-model`."""
-    evaluators = build_evaluators(list(request.evaluators))
-    device_type = requested_device_type(device_name)
-    missing = [e for e in evaluators
-               if not is_done(run_dir, e, request.options, explicit=request.explicit, device_type=device_type)]
-    if not missing:
-        return []
-    if not (run_dir / store.MODEL).is_file():
-        reason = runfiles.model_moved(run_dir) or ("the run has no saved model (trained with --no-save-model or by "
-                                                   "an older version); re-run it with --overwrite")
-        return [EvalOutcome(spec.key, e.name, "no-model", reason) for e in missing]
-    try:
-        device = resolve_device(device_name)
-        classifier = load_run_classifier(run_dir, spec, data, device)
-    except manifest.Damaged as damage:
-        note = repair.model_damaged(run_dir, damage)
-        return [EvalOutcome(spec.key, e.name, "no-model", note) for e in missing]
-    except BenchError as exc:
-        return [EvalOutcome(spec.key, e.name, "failed", str(exc)) for e in missing]
-    return evaluate_run(spec, data, classifier, run_dir, missing, request.options, device,
-                        explicit=request.explicit)
 
 
 def failure_reason(exc: Exception, request: ShardRequest) -> str:
@@ -308,7 +257,7 @@ def train_and_evaluate(spec: RunSpec, data: TextData, run_dir: Path, device_name
     probabilities = softmax(trainer.require_finite_outputs(trainer.predict(encoded["test"]), "test"))
     predicted = probabilities.argmax(1)
     phases["test_seconds"] = time.perf_counter() - clock
-    collapsed = collapse_note(data.test.labels, predicted, data.label_names)
+    collapsed = collapse_note(data.test.labels, predicted, data.label_names, lr_hint(spec.encoder))
     wall = time.perf_counter() - started
     names = data.label_names
 
@@ -353,13 +302,14 @@ def train_and_evaluate(spec: RunSpec, data: TextData, run_dir: Path, device_name
         runfiles.save_model(run_dir, method)
     warning = "; ".join(filter(None, [trainer.checkpoint_note, collapsed, fit.method_warning]))
     if request.save_model and "hf" in request.save_format:  # one that cannot be exported: a warning, results stand
-        warning = "; ".join(filter(None, [warning, save_hf_in_run(method, bundle, data, spec, run_dir)]))
+        warning = "; ".join(filter(None, [warning, save_hf_in_run(method, bundle, data, spec, run_dir, rows)]))
     runfiles.write_json(run_dir, store.ROWS, rows)
     if tracker:
         tracker.log_final(rows)
     trainer.remove_checkpoint()
+    evaluators, left_out = split_for_collapse(spec.key, rows, request, build_evaluators(list(request.evaluators)))
     classifier = ModelClassifier(method, bundle, names, device, amp_dtype=trainer.amp_dtype, bucket=bucket,
                                  max_width=spec.train.max_length)
-    evaluations = evaluate_run(spec, data, classifier, run_dir, build_evaluators(list(request.evaluators)),
-                               request.options, device, explicit=request.explicit)
-    return rows, evaluations, warning
+    evaluations = evaluate_run(spec, data, classifier, run_dir, evaluators, request.options, device,
+                               explicit=request.explicit)
+    return rows, left_out + evaluations, warning

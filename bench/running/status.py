@@ -19,7 +19,7 @@ SUBMISSIONS = ".slurm"  # under the results folder: one submitit folder per subm
 SUBMITTED = "submitted.json"  # in each submission folder: shard key -> job
 CHECKPOINT = store.CHECKPOINT
 RUN_FILES = (store.ROWS, store.SPEC, store.ERROR, CHECKPOINT, lease.LEASE)
-STATES = ("done", "damaged", "running", "pending", "failed", "cancelled", "interrupted", "unknown")
+STATES = ("done", "evaluating", "damaged", "running", "pending", "failed", "cancelled", "interrupted", "unknown")
 ENDED = ("done", "damaged", "failed", "cancelled", "interrupted")  # no runner will touch these shards again by itself
 QUEUED = {"PENDING", "REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED", "CONFIGURING", "RESV_DEL_HOLD", "SPECIAL_EXIT"}
 RUNNING = {"RUNNING", "COMPLETING", "SUSPENDED", "STAGE_OUT", "SIGNALING", "RESIZING", "STOPPED"}
@@ -103,6 +103,10 @@ def decide(key: str, run_dir: Path | None, submitted: dict[str, Any] | None,
         if found:
             return ShardStatus(key, "damaged", damage_reason(found), job)
         collapsed = is_collapsed(run_dir)  # type: ignore[arg-type]
+        holder = lease.read(run_dir)  # type: ignore[arg-type]
+        if holder is not None and not lease.stale_reason(holder):  # trained; its evaluators run now
+            return ShardStatus(key, "evaluating", f"trained; {holder.describe().replace('being trained', 'evaluated')}"
+                               + ("; " + COLLAPSED if collapsed else ""), job, collapsed)
         return ShardStatus(key, "done", COLLAPSED if collapsed else "", job, collapsed)
     holder = lease.read(run_dir) if run_dir is not None else None
     stale = lease.stale_reason(holder) if holder is not None else ""

@@ -1,9 +1,9 @@
 """Experiment trackers (`clbench run --report-to tensorboard,mlflow,wandb`): one tracker run per shard, named by
 its run key, holding the shard's settings, the training losses at the trainer's log interval, each epoch's
-validation metrics and the final result rows. Each tracker needs its package (`pip install clbench[tensorboard]`,
-`[mlflow]`, `[wandb]` or `[tracking]` for all three), checked before anything trains. Trackers only watch: which
-ones are on is not part of the run key, and a tracker that fails mid-run is dropped with one warning while the
-shard goes on and keeps its results. Imports no torch (TensorBoard's writer imports it when a run opens)."""
+validation metrics and the final result rows. Each tracker needs its package (the extra `tensorboard`, `mlflow`,
+`wandb`, or `tracking` for all three: `pip install -e ".[tracking]"` in the checkout), checked before anything
+trains. Trackers only watch: which ones are on is not part of the run key, and a tracker that fails mid-run is
+dropped with one warning while the shard goes on and keeps its results. Imports no torch (TensorBoard's writer imports it when a run opens)."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 from typing import Any, Iterator
 
-from bench.errors import BenchError
+from bench.errors import BenchError, install_extra
 
 log = logging.getLogger(__name__)
 TRACKERS = {"tensorboard": "tensorboard", "mlflow": "mlflow", "wandb": "wandb"}  # name -> the package it imports
@@ -47,7 +47,7 @@ def require_packages(names: tuple[str, ...]) -> None:
     for name in names:
         if importlib.util.find_spec(TRACKERS[name]) is None:
             raise BenchError(f"--report-to {name}: the {TRACKERS[name]} package is not installed; "
-                             f"pip install 'clbench[{name}]' (or drop {name} from --report-to)")
+                             f"{install_extra(name)} (or drop {name} from --report-to)")
 
 
 def flat_settings(spec_json: dict[str, Any]) -> dict[str, Any]:
