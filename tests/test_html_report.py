@@ -27,9 +27,9 @@ LABELS = ("negative", "positive")
 RESAMPLES = 200
 CE1, CE2 = "ce_mr_minilm_s1_c0", "ce_mr_minilm_s2_c0"
 CLLD1, CLLD2 = "clld-adaptive_mr_minilm_s1_c0", "clld-adaptive_mr_minilm_s2_c0"
-SECTIONS = ("accuracy", "ranking", "cost", "datasets", "ablation", "compare", "vs-paper", "robustness", "figures",
-            "provenance")
-TABLES = ("table-paper-ii", "table-ranking", "table-cost", "table-datasets", "table-ablation", "table-compare",
+SECTIONS = ("accuracy", "ranking", "cost", "datasets", "ablation", "compare", "confusion-diff", "vs-paper",
+            "robustness", "figures", "provenance")
+TABLES = ("table-main", "table-ranking", "table-cost", "table-datasets", "table-ablation", "table-compare",
           "table-vs-paper", "table-robustness", "table-evaluators", "table-provenance")
 REPORTS = METHODS_DOC.parents[1] / "reports"  # where `clbench report --html` writes in a checkout
 PARAMS = {"ce": 22_713_216, "clld-adaptive": 22_713_216}
@@ -123,7 +123,8 @@ class Elements(HTMLParser):
 
 def expected_figures() -> set[str]:
     """The figure ids the `folder` page must hold (besides its training curves)."""
-    return {"fig-summary", f"fig-confusion_{CE1}", f"fig-confusion_{CLLD1}", f"fig-ldm_{CLLD1}"}
+    return {"fig-summary", f"fig-confusion_{CE1}", f"fig-confusion_{CLLD1}", f"fig-ldm_{CLLD1}",
+            f"fig-confusion-diff_{CE1}_vs_{CLLD1}"}
 
 
 def check_elements(found: Elements) -> None:
@@ -133,10 +134,10 @@ def check_elements(found: Elements) -> None:
     figures = set(found.ids("figure"))
     assert expected_figures() <= figures and any(f.startswith("fig-curves_") for f in figures)
     images = [attrs for name, attrs in found.tags if name == "img"]
-    assert len(images) == len(figures) == 5 and all(a["src"].startswith("data:image/png;base64,") for a in images)
+    assert len(images) == len(figures) == 6 and all(a["src"].startswith("data:image/png;base64,") for a in images)
     captions = " | ".join(found.captions)
-    for title in ("Test accuracy (%)", "Ranking across datasets", "Cost of each dataset", "Datasets: sizes",
-                  "Ablation", "Paired comparison with ce", "Ours vs published", "Robustness",
+    for title in ("Test accuracy and macro-F1 (%)", "Ranking across datasets", "Cost of each dataset",
+                  "Datasets: sizes", "Ablation", "Paired comparison with ce", "Ours vs published", "Robustness",
                   "Every evaluator metric", "Provenance of each run"):
         assert title in captions
     tables = [attrs for name, attrs in found.tags if name == "table"]
@@ -151,6 +152,7 @@ def test_page_holds_every_section_table_and_figure(built):
     folder, text = built
     check_elements(Elements(text))
     assert "95% CI" in text and "q (BH)" in text and "McNemar p ‡" in text    # the comparison's statistics
+    assert 'original_accuracy (%)</td><td>2</td><td class="left">85 ± 7.1</td>' in text  # evaluator rates in %
     assert text.index('id="verdicts"') < text.index('class="meta"')          # the page opens with the verdicts
     assert "<strong>inconclusive</strong>: clld-adaptive" in text
     assert "<dt>Results folder</dt><dd>results</dd>" in text and "none (every finished run)" in text
@@ -179,16 +181,17 @@ def test_missing_pieces_leave_their_section_out_with_a_note(tmp_path):
     text = build_report(results, resamples=RESAMPLES).text
     found = Elements(text)
     assert found.ids("section") == list(SECTIONS)                  # the headings stay, the content is a note
-    assert found.ids("table") == ["table-paper-ii", "table-cost", "table-datasets", "table-vs-paper",
+    assert found.ids("table") == ["table-main", "table-cost", "table-datasets", "table-vs-paper",
                                   "table-provenance"]
     assert "No ranking: it needs at least two methods" in text
     assert "No ablation table: it needs runs of at least two of ce, cl, clld-static, clld-adaptive" in text
     assert "No comparison with ce: no method besides the baseline" in text
+    assert "No confusion change against ce: no method besides ce in the selection." in text
     assert "No evaluator rows in the selection: score runs with `clbench evaluate RUN`" in text
     assert "No clld run in the selection, so no label-distance heatmaps." in text
     assert f"fig-confusion_{CE1}" in text and "fig-ldm" not in text
     notes = re.findall(r'<p class="note">(.*?)</p>', text)
-    assert len(notes) == 5 and all("\n" not in n for n in notes)
+    assert len(notes) == 6 and all("\n" not in n for n in notes)
 
 
 def test_a_missing_run_file_becomes_a_note(folder):
@@ -306,6 +309,7 @@ def test_the_page_ranks_methods_with_their_cost_datasets_and_links(tmp_path, mon
 
     monkeypatch.setattr(html, "method_figures", lambda *_: "")      # the tables are under test here
     monkeypatch.setattr(html, "summary_figure", lambda *_: "")
+    monkeypatch.setattr(html, "confusion_diff_section", lambda *_: "")
     text = build_report(board(tmp_path / "results"), resamples=RESAMPLES, page_dir=REPORTS).text
     ranking = text.split('id="table-ranking"')[1].split("</table>")[0]
     rows = re.findall(r"<tr>(.*?)</tr>", ranking.split("<tbody>")[1])
@@ -348,8 +352,8 @@ def test_cells_on_fewer_than_three_seeds_carry_a_warning(folder):
     text = build_report(folder, resamples=RESAMPLES).text
     header = text.split("</header>")[0]
     assert 'id="few-seeds"' in header and "Fewer than 3 seeds: 2 of 2 method × dataset cells" in header
-    paper = text.split('id="table-paper-ii"')[1].split("</table>")[0]
-    assert paper.count('<span class="badge few" title="2 seed(s): one seed cannot separate methods">') == 2
+    main = text.split('id="table-main"')[1].split("</table>")[0]       # accuracy and macro-F1 of 2 methods
+    assert main.count('<span class="badge few" title="2 seed(s): one seed cannot separate methods">') == 4
     compare = text.split('id="table-compare"')[1].split("</table>")[0]
     assert compare.count('class="badge few"') == 1                       # on its seeds column only
     make_run(folder, "ce", 3, 15)
@@ -374,6 +378,7 @@ def test_cli_writes_the_page_to_an_idempotent_path(cli, folder, tmp_path, monkey
 
     monkeypatch.setattr(html, "method_figures", lambda *_: "")    # paths are under test here, not figures
     monkeypatch.setattr(html, "summary_figure", lambda *_: "")
+    monkeypatch.setattr(html, "confusion_diff_section", lambda *_: "")
     reports = tmp_path / "reports"
     argv = ("report", "--html", "--bootstrap", str(RESAMPLES), "--results-dir", folder, "--reports-dir", reports)
     code, out, _ = cli(*argv)

@@ -179,6 +179,8 @@ def test_confusion_panels_and_row_normalisation(results):
 def test_confusion_diff_is_b_minus_a(results):
     built = plots.confusion_diff_plot(results / CE, results / CLLD)
     assert built.data.tolist() == [[1, -1, 0], [-1, 0, 1], [0, 0, 0]]
+    assert built.figure.axes[0].get_title() == ("Confusion change on toy · tiny\nB = clld-adaptive s1 (86.00%)\n"
+                                                "minus A = ce s1 (80.00%)")
     texts = [t.get_text() for t in built.figure.axes[0].texts]
     assert "+1" in texts and "\u22121" in texts and "0" not in texts
 
@@ -230,11 +232,11 @@ def test_summary_error_bars_are_std_over_seeds(results):
     assert segments[1][1] - segments[0][1] == pytest.approx(2 * 100 * ce["std"])  # ± 1 std, in %
     assert bars[0].lines[0].get_ydata()[0] == pytest.approx(100 * ce["mean"])
     assert built.figure.axes[0].get_ylabel() == "test accuracy (%)"
-    title = " ".join(built.figure._suptitle.get_text().split())   # wrapped to the figure's width
-    assert "error bars: ± 1 sample std, ddof 1; none for one seed" in title
-    # ce on toy: 3 seeds, a filled marker; clld-adaptive: 2 seeds, an open one, and the title says why
+    caption = " ".join(built.figure.get_supxlabel().split())   # wrapped to the figure's width
+    assert "mean ± 1 sample std over seeds (ddof 1; no bar for one seed)" in caption
+    # ce on toy: 3 seeds, a filled marker; clld-adaptive: 2 seeds, an open one, and the caption says why
     assert [c.lines[0].get_markerfacecolor() for c in bars] == [bars[0].lines[0].get_color(), "white"]
-    assert "open markers: fewer than 3 seeds (one seed cannot separate methods)" in title
+    assert "open markers: < 3 seeds (one seed cannot separate methods)" in caption
 
 
 def test_summary_filters(results):
@@ -267,7 +269,7 @@ def test_curves_data_has_validation_accuracy_and_loss_parts(results):
                                                                              "training loss (total)"]
     assert built.figure.axes[0].lines[0].get_ydata().tolist() == pytest.approx([60, 70, 80])  # in %
     legend = built.figure.legends[0]
-    assert [t.get_text() for t in legend.get_texts()] == ["ce s1", "clld-adaptive s1"]
+    assert [t.get_text() for t in legend.get_texts()] == ["ce s1", "clld-adaptive s1 (ce ×0.5, contrastive ×0.5)"]
 
 
 def test_figures_are_paper_sized_with_readable_fonts(results):
@@ -283,3 +285,65 @@ def test_figures_are_paper_sized_with_readable_fonts(results):
 def test_plot_needs_a_figure_name(tmp_path):
     with pytest.raises(SystemExit):
         plot(tmp_path, tmp_path)
+
+
+# ----------------------------------------------------------------------------------------------- legible figures
+
+def test_summary_has_a_one_line_title_and_one_marker_per_method_point(results):
+    from matplotlib.collections import PathCollection
+
+    make_run(results, "supcon", 1)                                # one seed on toy: its point only, no dot
+    built = plots.summary_plot(store.finished_rows(results))
+    title = built.figure.get_suptitle()
+    assert title == "Test accuracy by method" and "\n" not in title
+    other, toy = [ax for ax in built.figure.axes if ax.axison]
+    for ax, seeds in ((other, [1]), (toy, [3, 2, 1])):            # ce; ce, clld-adaptive, supcon
+        markers = [line for line in ax.lines if line.get_marker() == "o"]
+        assert [list(line.get_xdata()) for line in markers] == [[x] for x in range(len(seeds))]
+        dots = [c for c in ax.collections if isinstance(c, PathCollection)]
+        assert [len(c.get_offsets()) for c in dots] == [n for n in seeds if n > 1]   # no dot beside a lone seed
+        for x, (dot, marker) in enumerate(zip(dots, markers)):   # the seeds sit on their point's x, in its colour
+            assert np.abs(dot.get_offsets()[:, 0] - x).max() <= 0.15
+            assert tuple(dot.get_facecolor()[0][:3]) == pytest.approx(tuple(marker.get_color()[:3]))
+    built.figure.canvas.draw()
+    renderer = built.figure.canvas.get_renderer()
+    title_height = built.figure._suptitle.get_window_extent(renderer).height
+    assert title_height < 0.15 * toy.get_window_extent(renderer).height   # the data, not the title, fills it
+    caption = built.figure._supxlabel
+    assert caption.get_fontsize() == 7 and "open markers" in caption.get_text()
+
+
+def test_curve_panels_say_which_loss_parts_are_weighted(results):
+    supcon = make_run(results, "supcon", 1)
+    log = store.read_json(supcon / "train_log.json")
+    store.write_json(supcon / "train_log.json", {**log, "history": [
+        {**e, "train_ce": 0.1 * e["train_ce"], "train_supcon": 2.0 / e["epoch"]} for e in log["history"]]})
+    built = plots.curves_plot([results / CE, supcon])
+    titles = [ax.get_title() for ax in built.figure.axes if ax.axison]
+    assert titles == ["validation accuracy (%)", "training loss (total)", "ce (weighted by λ)",
+                      "supcon (weighted by λ)"]
+    legend = built.figure.legends[0]
+    assert [t.get_text() for t in legend.get_texts()] == ["ce s1", "supcon s1 (ce ×0.1, supcon ×0.9)"]  # λ = 0.9
+    assert "each method's term × its weight λ" in " ".join(legend.get_title().get_text().split())
+    spec = store.read_json(supcon / "spec.json")
+    store.write_json(supcon / "spec.json", {**spec, "method_config": {"lambda_": 0.5}})  # the run's own λ
+    texts = [t.get_text() for t in plots.curves_plot([supcon]).figure.legends[0].get_texts()]
+    assert texts == ["supcon s1 (ce ×0.5, supcon ×0.5)"]
+    alone = plots.curves_plot([results / CE, results / "ce_toy_tiny_s2_000002"])  # ce's part is raw CE
+    assert "loss part: ce" in [ax.get_title() for ax in alone.figure.axes]
+    assert alone.figure.legends[0].get_title().get_text() == ""
+
+
+def test_confusion_titles_name_the_run_its_accuracy_and_a_collapse(results, tmp_path, monkeypatch):
+    assert plots.confusion_plot(results / CE).figure.get_suptitle() == \
+        "Test confusion: ce s1 · toy · tiny\ntest accuracy 80.00%"
+    bad = make_run(results, "supcon", 1, confusion=[[6, 0, 0], [6, 0, 0], [6, 0, 0]])
+    store.write_json(bad / "spec.json", {**store.read_json(bad / "spec.json"), "train": {"train_size": 100}})
+    store.write_json(bad / "rows.json", [{**r, "collapsed": 1} for r in store.read_json(bad / "rows.json")])
+    store.write_json(bad / "rows.json", [{**r, "value": 1 / 3} if r["metric"] == "accuracy" else r
+                                         for r in store.read_json(bad / "rows.json")])
+    drawn = []
+    monkeypatch.setattr(figures, "save_plot", lambda plot, folder: drawn.append(plot) or [])
+    plot(results, tmp_path / "reports", "confusion", bad.name, "--normalise")   # `clbench plot confusion RUN`
+    assert drawn[0].figure.get_suptitle() == ("Test confusion: supcon s1 · toy[n=100] · tiny\n"
+                                              "test accuracy 33.33% · collapsed: one class predicted")

@@ -86,7 +86,8 @@ def add_report_parser(sub: argparse._SubParsersAction, common: argparse.Argument
     add_selection_options(parser)
     parser.add_argument("--html", nargs="?", const="", default=None, metavar="PATH",
                         help="instead of text tables, write one self-contained HTML page (tables, comparison, "
-                             "figures, robustness, provenance) to PATH (default: REPORTS_DIR/report[-FILTERS].html)")
+                             "figures, robustness, provenance) to PATH (default: REPORTS_DIR/report[-FILTERS].html); "
+                             "with --select-by validation, only each method's knob combination chosen on validation")
     return parser
 
 
@@ -172,11 +173,9 @@ def cmd_report(args: argparse.Namespace) -> int:
     if args.html is not None:
         from bench.reporting.html import write_html_report
 
-        if args.select_by is not None:
-            raise BenchError("--select-by makes the text tables; the HTML page shows every run: drop --html (or "
-                             "--select-by)")
         path, warnings = write_html_report(source, args.filters, args.reports_dir, args.html, args.baseline, resamples,
-                                           verdict_settings(args))
+                                           verdict_settings(args), args.select_by, args.selection_seeds,
+                                           args.eval_seeds)
         for warning in warnings:
             print(f"warning: {warning}", file=sys.stderr)
         print(path)

@@ -26,6 +26,7 @@ from matplotlib.ticker import MaxNLocator
 
 from bench.results import runfiles, store
 from bench.errors import BenchError
+from bench.spec import regime_label
 
 DPI = 200
 FORMATS = ("png", "pdf")
@@ -65,11 +66,17 @@ class RunInfo:
     config_hash: str
     label_names: tuple[str, ...]
     test_ids: str
+    regime: str = ""  # the data regime (bench.spec.regime_label: `n=100+noise=0.2`; '' for the whole set)
 
     @property
     def label(self) -> str:
         """A short legend/title label: `method s<seed>`."""
         return f"{self.method} s{self.seed}"
+
+    @property
+    def where(self) -> str:
+        """The dataset with its regime, as the tables name it (`sst2[n=100]`)."""
+        return f"{self.dataset}[{self.regime}]" if self.regime else self.dataset
 
 
 # ----------------------------------------------------------------------------------------------- style
@@ -128,10 +135,23 @@ def run_info(run_dir: Path) -> RunInfo:
     """The identity of a run from its spec.json."""
     spec = runfiles.read_json(Path(run_dir), store.SPEC)
     data = spec.get("data") or {}
+    train = spec.get("train") if isinstance(spec.get("train"), dict) else {}
     return RunInfo(Path(run_dir), str(spec.get("key") or Path(run_dir).name), str(spec.get("method", "?")),
                    str(spec.get("dataset", "?")), str(spec.get("encoder", "?")), int(spec.get("seed", 0)),
                    str(spec.get("config_hash", "")), tuple(data.get("label_names") or ()),
-                   str((spec.get("split_ids") or {}).get("test", "")))
+                   str((spec.get("split_ids") or {}).get("test", "")), regime_label(train))
+
+
+def run_outcome(run: RunInfo) -> tuple[float | None, bool]:
+    """The run's clean test accuracy (a fraction; None when its rows.json has none) and its collapsed flag, from
+    rows.json (a run without one, unfinished, is not flagged)."""
+    if not (run.path / store.ROWS).is_file():
+        return None, False
+    rows = [r for r in runfiles.read_json(run.path, store.ROWS) if isinstance(r, dict)]
+    clean = [r for r in rows if r.get("evaluator", "clean") == "clean" and r.get("split") == "test"
+             and r.get("metric") == "accuracy" and not r.get("label")]
+    accuracy = next((float(r["value"]) for r in clean if isinstance(r.get("value"), (int, float))), None)
+    return accuracy, any(store.is_collapsed_flag(r.get("collapsed")) for r in rows)
 
 
 def read_run_file(run: RunInfo, name: str, fix: str) -> Any:

@@ -1,15 +1,18 @@
 """`clbench report --html`: one self-contained HTML page of a results folder, to send to a colleague.
 
-The page holds a header (when, which folder, which filters, mix warnings, cells over fewer than 3 seeds), the
-paper-style tables (`bench.reporting.tables`: paper-ii, ablation, compare with run-level verdicts, intervals and
-BH q-values, vs-paper, robustness), opening with one line per comparison (its verdict, interval and runs), the
-leaderboard (`bench.reporting.htmlboard`: the Friedman + Nemenyi ranking, then mean rank and win rate, cost per
-run, the datasets and links to each method's definition), the evaluator summaries, the figures of
-`bench.reporting.htmlfigures` as inline PNGs, and each run's provenance. A section that does not apply to the
-selection (one method, no evaluator rows, no clld run, no published numbers) is replaced by a one-line note
-saying why. Every table sorts by a click on a header and saves its rows as shown as CSV (one
-inline script, `bench.reporting.htmlscript`). Nothing is fetched when the page is opened: no external scripts,
-style sheets, fonts or images; links are relative; no absolute local path is shown.
+The page holds a header (when, which folder, which filters, which runs it shows, mix warnings, cells over fewer
+than 3 seeds), with `--select-by validation` the knobs chosen on validation and each method's tuning budget
+(`bench.reporting.htmlgrid`; every other section then shows the chosen combinations' runs only), the main table
+(test accuracy and macro-F1 per method, named with its knobs, and dataset), the paper-style tables
+(`bench.reporting.tables`: ablation, compare with run-level verdicts, intervals and BH q-values, vs-paper,
+robustness), opening with one line per comparison (its verdict, interval and runs), the leaderboard
+(`bench.reporting.htmlboard`: the Friedman + Nemenyi ranking, then mean rank and win rate, cost per run, the
+datasets and links to each method's definition), the confusion change of each method against the baseline, the
+evaluator summaries, the figures of `bench.reporting.htmlfigures` as inline PNGs, and each run's provenance. A
+section that does not apply to the selection (one method, no evaluator rows, no clld run, no published numbers)
+is replaced by a one-line note saying why. Every table sorts by a click on a header and saves its rows as shown as
+CSV (one inline script, `bench.reporting.htmlscript`). Nothing is fetched when the page is opened: no external
+scripts, style sheets, fonts or images; links are relative; no absolute local path is shown.
 
 Collapsed runs follow `bench.reporting.collapsed`: the header lists them, each with a "collapsed" badge (as in
 the provenance table), and the tables, summaries and figures leave them out unless a --filter names them.
@@ -29,13 +32,15 @@ from bench.errors import BenchError
 from bench.reporting import stats, tables
 from bench.reporting.htmlboard import cost_section, datasets_section, ranking_section
 from bench.reporting.htmlfigures import budget_figure, first_seed_runs, method_figures, summary_figure
+from bench.reporting.htmlgrid import confusion_diff_section, main_table, selection_meta, selection_section
 from bench.reporting.collapsed import BRING_BACK, MARK, WHAT, asked_for, flag_runs, split_runs, warning_lines
 from bench.reporting.htmlparts import badge, cells_table, esc, frame_table, note, notes_list, page, without_paths
 from bench.reporting.leaderboard import accuracy_cells
-from bench.reporting.plotdata import FEW_SEEDS, FEW_SEEDS_WHY
+from bench.reporting.plotdata import FEW_SEEDS, FEW_SEEDS_WHY, PERCENT, is_fraction
 from bench.reporting.provenance_notes import provenance_notes, table_runs, with_provenance
 from bench.reporting.render import filters_slug
 from bench.reporting.resultsview import apply_filters, as_text, canonical_method, load_results, mix_warnings
+from bench.reporting.selection import Selection, select_by_validation
 from bench.reporting.summary import evaluation_table
 from bench.reporting.verdicts import VerdictSettings
 from bench.results import store
@@ -51,7 +56,8 @@ AT_A_GLANCE = (("clbench_version", "clbench"), ("git_commit", "commits"), ("devi
 
 @dataclass
 class Report:
-    """A built page: its HTML text, the mix warnings shown in its header and the lines about its collapsed runs."""
+    """A built page: its HTML text, the warnings to print (the selection's warnings and notes, then the mix warnings
+    shown in its header) and the lines about its collapsed runs."""
 
     text: str
     warnings: list[str] = field(default_factory=list)
@@ -77,11 +83,11 @@ def table_or_note(build: Callable[[], pd.DataFrame], table_id: str, left_out: st
 # ----------------------------------------------------------------------------------------------- sections
 
 def accuracy_section(frame: pd.DataFrame, filters: list[str], include: bool = False) -> str:
-    """The paper-ii table and the accuracy-by-method figure (without collapsed runs unless `include`)."""
+    """The main table (test accuracy and macro-F1 per method, with its knobs, and dataset) and the accuracy-by-method
+    figure (without collapsed runs unless `include`)."""
     kept = split_runs(frame, include=include).kept
-    return table_or_note(lambda: with_provenance("paper-ii", tables.paper_ii(frame, include_collapsed=include), frame,
-                                                 include), "table-paper-ii", "No accuracy table") + \
-        summary_figure(kept, filters)
+    return table_or_note(lambda: with_provenance("paper-ii", main_table(frame, include), frame, include),
+                         "table-main", "No accuracy table") + summary_figure(kept, filters)
 
 
 def ran_only(cells: pd.DataFrame) -> pd.DataFrame:
@@ -166,15 +172,25 @@ def robustness_section(frame: pd.DataFrame, include: bool = False) -> str:
     body = table_or_note(lambda: with_provenance("robustness", tables.robustness(frame, include_collapsed=include),
                                                  frame, include), "table-robustness",
                          "No robustness table")
-    summary = evaluation_table(frame.to_dict("records"), include_collapsed=include)
+    summary = evaluation_table(in_percent(frame).to_dict("records"), include_collapsed=include)
     if summary.empty:
         return body + notes_list(summary.attrs.get("notes", []))
     evaluators = ", ".join(dict.fromkeys(summary["evaluator"]))
     built = provenance_notes(tables.evaluator_rows(split_runs(frame, include=include).kept), frame)
     return body + (f"<details><summary>Evaluator summaries: {len(summary)} metrics of {esc(evaluators)}</summary>\n"
                    + frame_table(summary, "table-evaluators", "Every evaluator metric (overall rows): mean ± std "
-                                 "over seeds, one line per evaluator setting (eval_hash)")
+                                 "over seeds, fractions in %, one line per evaluator setting (eval_hash)")
                    + notes_list([*summary.attrs.get("notes", []), *built]) + "</details>\n")
+
+
+def in_percent(frame: pd.DataFrame) -> pd.DataFrame:
+    """The rows with every fraction metric of an evaluator (accuracy, F1, rates: `plotdata.is_fraction`) in % and
+    named `<metric> (%)`, as a person reads them (the stored rows are unchanged)."""
+    fraction = (frame["evaluator"] != "clean") & frame["metric"].map(lambda m: isinstance(m, str) and is_fraction(m))
+    shown = frame.copy()
+    shown.loc[fraction, "value"] = PERCENT * pd.to_numeric(shown.loc[fraction, "value"], errors="coerce")
+    shown.loc[fraction, "metric"] = shown.loc[fraction, "metric"] + " (%)"
+    return shown
 
 
 def provenance_frame(frame: pd.DataFrame) -> pd.DataFrame:
@@ -253,7 +269,7 @@ def built_html(notes: list[str]) -> str:
 
 
 def header_html(source: Path, filters: list[str], baseline: str, frame: pd.DataFrame, warnings: list[str],
-                generated: datetime, collapsed: str = "") -> str:
+                generated: datetime, collapsed: str = "", selection: Selection | None = None) -> str:
     """When and from what the page was built (the results folder by its name: no absolute path), the collapsed
     runs (`collapsed_html`) and the mix warnings (prominent) or a line saying there are none."""
     distinct = {c: len(set(as_text(frame[c])) - {""}) for c in ("run_key", "method", "dataset", "encoder")}
@@ -262,7 +278,8 @@ def header_html(source: Path, filters: list[str], baseline: str, frame: pd.DataF
     meta = [("Generated", generated.strftime("%Y-%m-%d %H:%M:%S %Z").strip()),
             ("Results folder", source.resolve().name),
             ("Filters", ", ".join(filters) if filters else "none (every finished run)"),
-            ("Baseline", baseline), ("Selection", counts), ("clbench", __version__)]
+            ("Baseline", baseline), ("Selection", counts), ("Runs shown", selection_meta(selection)),
+            ("clbench", __version__)]
     items = "".join(f"<dt>{esc(k)}</dt><dd>{esc(v)}</dd>" for k, v in meta)
     if warnings:
         lines = "".join(f"<li>{esc(w)}</li>" for w in warnings)
@@ -276,12 +293,18 @@ def header_html(source: Path, filters: list[str], baseline: str, frame: pd.DataF
 
 def build_report(source: Path | str, filters: list[str] | None = None, baseline: str = "ce",
                  resamples: int = stats.N_RESAMPLES, generated: datetime | None = None,
-                 page_dir: Path | str | None = None, settings: VerdictSettings = VerdictSettings()) -> Report:
+                 page_dir: Path | str | None = None, settings: VerdictSettings = VerdictSettings(),
+                 select_by: str | None = None, selection_seeds: list[int] | None = None,
+                 eval_seeds: list[int] | None = None) -> Report:
     """The HTML page for the (filtered) finished runs under `source`; BenchError when there are none.
-    `page_dir`: where the page will be written (for the relative links to docs/METHODS.md; None: no links)."""
+    `page_dir`: where the page will be written (for the relative links to docs/METHODS.md; None: no links).
+    `select_by="validation"`: per method the knob combination chosen on validation (`bench.reporting.selection`,
+    on `selection_seeds`, reported on `eval_seeds`) and only its runs, with a section on the choice."""
     source = Path(source)
     filters = list(filters or [])
-    frame = apply_filters(flag_runs(load_results(source)), filters)  # flags first: filters keep runs whole
+    every = apply_filters(flag_runs(load_results(source)), filters)  # flags first: filters keep runs whole
+    selection = chosen_runs(every, select_by, selection_seeds, eval_seeds)
+    frame = every if selection is None else selection.frame
     include = asked_for(filters)
     split = split_runs(frame, include=include)
     kept = split.kept.drop(columns="collapsed", errors="ignore")  # the collapsed runs have their own block
@@ -290,9 +313,10 @@ def build_report(source: Path | str, filters: list[str] | None = None, baseline:
     generated = generated or datetime.now(timezone.utc).replace(microsecond=0)
     page_dir = Path(page_dir) if page_dir is not None else None
     compared = comparison(frame, source, baseline, resamples, include, settings)
-    budgets = budget_figure(frame, filters)  # '' when no method ran several knob combinations: no section
+    budgets = budget_figure(every, filters)  # every combination tried: '' when no method ran several
     built = notes_list(provenance_notes(table_runs("paper-ii", frame, include), frame))  # ranking's and cost's runs
     sections = [
+        *([("selection", "Knobs chosen by validation", selection_section(selection))] if selection else []),
         ("accuracy", "Test accuracy", accuracy_section(frame, filters, include)),
         ("ranking", "Ranking across datasets", ranking_section(frame, source, page_dir, include) + built),
         ("cost", "Cost", cost_section(frame, source, page_dir, include) + built),
@@ -300,6 +324,7 @@ def build_report(source: Path | str, filters: list[str] | None = None, baseline:
         ("datasets", "Datasets and methods", datasets_section(kept, source, page_dir)),
         ("ablation", "Ablation", ablation_section(frame, include)),
         ("compare", f"Comparison with {baseline}", compare_section(compared, baseline)),
+        ("confusion-diff", f"Confusion change vs {baseline}", confusion_diff_section(source, frame, baseline, include)),
         ("vs-paper", "Published numbers", vs_paper_section(frame, include)),
         ("robustness", "Robustness", robustness_section(frame, include)),
         ("figures", "Per-method figures", method_figures(source, first_seed_runs(split.kept))),
@@ -311,24 +336,42 @@ def build_report(source: Path | str, filters: list[str] | None = None, baseline:
     header = verdicts_html(compared, baseline) + header_html(
         source, filters, baseline, frame, warnings, generated,
         collapsed_html(split.keys, include) + few_seeds_html(frame, include)
-        + built_html(provenance_notes(kept, frame)))
+        + built_html(provenance_notes(kept, frame)), selection)
     text = without_paths(page(TITLE, header, sections, footer), {
         str(source.resolve()): source.resolve().name, str(source.absolute()): source.resolve().name,
         str(Path.cwd()): ".", str(Path.home()): "~"})
-    return Report(text, warnings, warning_lines(split.keys, include))
+    lines = [] if selection is None else [*selection.warnings, *selection.notes]
+    return Report(text, [*lines, *warnings], warning_lines(split.keys, include))
+
+
+def chosen_runs(frame: pd.DataFrame, select_by: str | None, selection_seeds: list[int] | None,
+                eval_seeds: list[int] | None) -> Selection | None:
+    """The choice `--select-by validation` makes on `frame` (None without it); BenchError for another criterion or
+    for seeds given without it."""
+    if select_by is None:
+        if selection_seeds is not None or eval_seeds is not None:
+            raise BenchError("--selection-seeds and --eval-seeds pick the seeds of --select-by validation: add "
+                             "--select-by validation (or drop them)")
+        return None
+    if select_by != "validation":
+        raise BenchError(f"--select-by {select_by}: the page chooses knobs by validation only (--select-by "
+                         "validation)")
+    return select_by_validation(frame, selection_seeds, eval_seeds)
 
 
 def write_html_report(source: Path | str, filters: list[str] | None, reports_dir: Path | str,
                       path: Path | str | None = None, baseline: str = "ce",
-                      resamples: int = stats.N_RESAMPLES, settings: VerdictSettings = VerdictSettings()
-                      ) -> tuple[Path, list[str]]:
+                      resamples: int = stats.N_RESAMPLES, settings: VerdictSettings = VerdictSettings(),
+                      select_by: str | None = None, selection_seeds: list[int] | None = None,
+                      eval_seeds: list[int] | None = None) -> tuple[Path, list[str]]:
     """Build the page and write it atomically to `path` (a folder gets the default name; default
-    `html_path(reports_dir, filters)`); returns the path and the warnings: the collapsed runs, then the mix
-    warnings."""
+    `html_path(reports_dir, filters)`); returns the path and the warnings: the collapsed runs, then the
+    selection's warnings and notes, then the mix warnings."""
     target = html_path(reports_dir, filters) if not path else Path(path)
     if target.is_dir():
         target = html_path(target, filters)
-    report = build_report(source, filters, baseline, resamples, page_dir=target.parent, settings=settings)
+    report = build_report(source, filters, baseline, resamples, page_dir=target.parent, settings=settings,
+                          select_by=select_by, selection_seeds=selection_seeds, eval_seeds=eval_seeds)
     with store.atomic_path(target) as tmp:
         tmp.write_text(report.text, encoding="utf-8")
     return target, report.collapsed + report.warnings

@@ -16,9 +16,10 @@ from bench.reporting import leaderboard
 from bench.reporting.datasetinfo import dataset_details, method_href
 from bench.reporting.htmlparts import esc, few_seeds_badge, frame_table, note, notes_list
 from bench.reporting.plotdata import FEW_SEEDS, FEW_SEEDS_WHY
-from bench.reporting.tables import method_key
+from bench.reporting.tables import clean_accuracy, method_key
 
 MISSING = "—"
+LOAD_FACTOR, IDLE_LOAD = 2.0, 1.0  # other work apart by more than 2x, counting under one busy core as one
 
 
 def number(value: object, digits: int = 1) -> str:
@@ -99,7 +100,29 @@ def cost_section(frame: pd.DataFrame, source: Path, page_dir: Path | None, inclu
     numeric = ["train s / run", "wall s / run", "seq/s", "params"]
     return (frame_table(shown, "table-cost", "Cost of each dataset × encoder × method: mean per run",
                         html_columns=("method",), right=numeric)
-            + notes_list(leaderboard.cost_notes(costs)))
+            + notes_list(leaderboard.cost_notes(costs) + load_note(frame, costs["run_key"])))
+
+
+def load_note(frame: pd.DataFrame, run_keys: pd.Series) -> list[str]:
+    """A note when the methods' runs were timed under other work on the machine apart by more than LOAD_FACTOR
+    (per method, the median over its runs of the larger of `load_avg_1m`, before the sweep trained, and
+    `load_avg_end` less the run's `cpu_threads`); none where fewer than two methods' rows record the load."""
+    runs = clean_accuracy(frame)
+    runs = runs[runs["run_key"].isin(set(run_keys))].drop_duplicates("run_key")
+    if "load_avg_1m" not in runs:
+        return []
+
+    def numbers(column: str) -> pd.Series:
+        return pd.to_numeric(runs[column], errors="coerce") if column in runs else pd.Series(math.nan, runs.index)
+
+    ended = (numbers("load_avg_end") - numbers("cpu_threads")).clip(lower=0)
+    other = pd.concat([numbers("load_avg_1m"), ended], axis=1).max(axis=1)
+    by_method = other.groupby(runs["method"]).median().dropna()
+    if len(by_method) < 2 or by_method.max() <= LOAD_FACTOR * max(by_method.min(), IDLE_LOAD):
+        return []
+    loads = ", ".join(f"{m} {by_method[m]:.1f}" for m in sorted(by_method.index, key=method_key))
+    return [f"timed under different machine loads (other work, median load average by method: {loads}): the "
+            "speeds are not comparable; time them again on an idle machine (rows: load_avg_1m, load_avg_end)"]
 
 
 def datasets_section(frame: pd.DataFrame, source: Path, page_dir: Path | None) -> str:

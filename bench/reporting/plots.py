@@ -1,5 +1,5 @@
 """Figures from stored runs (`clbench plot`): label-distance and confusion heatmaps, training curves, t-SNE
-scatters and a per-method summary over seeds.
+scatters, and (re-exported from `bench.reporting.summaryplot`) a per-method summary over seeds.
 
 Builders are pure functions of run folders (or tidy rows). Each returns a `Plot` (`bench.reporting.figures`):
 the figure, the data it drew (a matrix, records or a frame, so tests can check the numbers) and the stem of
@@ -17,9 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import pandas as pd
 import seaborn as sns
-from matplotlib.axes import Axes
 from matplotlib.lines import Line2D
 from matplotlib.ticker import MaxNLocator
 
@@ -27,10 +25,10 @@ from bench.errors import BenchError
 from bench.reporting.figures import (ANNOTATE_MAX, COLUMN_WIDTH, PAGE_WIDTH, Plot, RunInfo, class_names,
                                      distinct_labels, draw_heatmap, heatmap_size, ldm_start_note, ldm_update_note,
                                      new_figure, read_confusion, read_ldm, read_ldm_updates, read_tsne, run_info,
-                                     short, styled)
-from bench.reporting.collapsed import MARK
-from bench.reporting.plotdata import (FEW_SEEDS, FEW_SEEDS_WHY, PERCENT, curve_metrics, curve_records,
-                                      is_fraction, metric_unit, select_rows, summary_frame)
+                                     run_outcome, short, styled)
+from bench.reporting.lossweights import is_plain, part_weights, weights_text
+from bench.reporting.plotdata import PERCENT, curve_metrics, curve_records
+from bench.reporting.summaryplot import draw_summary_facet, summary_plot, summary_stem  # noqa: F401  (re-exported)
 
 NOTE_CHARS = 58  # a 7 pt note line across one paper column
 MAX_PANELS = 12  # LDM evolution: at most this many heatmaps
@@ -123,6 +121,25 @@ def row_normalise(counts: np.ndarray) -> np.ndarray:
 
 
 CONFUSION_PANELS = ("counts", "normalised")
+COLLAPSED_MARK = "collapsed: one class predicted"
+TITLE_CHARS_PER_INCH = 17  # characters of an 8 pt title per inch of figure width
+
+
+def outcome_text(run: RunInfo, counts: np.ndarray) -> str:
+    """`test accuracy 85.00%` (the stored accuracy, else the matrix's), `· collapsed: one class predicted` after it
+    for a collapsed run."""
+    accuracy, collapsed = run_outcome(run)
+    if accuracy is None and counts.sum():
+        accuracy = float(np.trace(counts) / counts.sum())
+    parts = [f"test accuracy {PERCENT * accuracy:.2f}%" if accuracy is not None else "test accuracy —"]
+    return " · ".join(parts + ([COLLAPSED_MARK] if collapsed else []))
+
+
+def confusion_title(run: RunInfo, counts: np.ndarray, width: float) -> str:
+    """Which run (method and seed, dataset with its regime, encoder), its test accuracy in % and the collapsed
+    mark, wrapped to the figure's `width` (inches)."""
+    lines = [f"Test confusion: {run.label} · {run.where} · {run.encoder}", outcome_text(run, counts)]
+    return "\n".join(textwrap.fill(line, int(width * TITLE_CHARS_PER_INCH)) for line in lines)
 
 
 @styled
@@ -147,7 +164,7 @@ def confusion_plot(run_dir: Path, panels: Sequence[str] = CONFUSION_PANELS) -> P
         ax.set_title("row-normalised" if normalised else "counts")
         if ax is not axes[0]:  # the same gold classes as the first panel
             ax.set(yticks=[], ylabel="")
-    figure.suptitle(f"Test confusion: {run.label} · {run.dataset}")
+    figure.suptitle(confusion_title(run, counts, figure.get_figwidth()), fontsize=8)
     stem = "confusion" if len(drawn) == len(CONFUSION_PANELS) else f"confusion-{panels[0]}"
     return Plot(f"{stem}_{run.key}", figure, drawn)
 
@@ -185,19 +202,33 @@ def confusion_diff_plot(run_a: Path, run_b: Path) -> Plot:
     draw_heatmap(ax, diff, names_a, annot=annot, fmt="", cmap="RdBu_r", vmin=-limit, vmax=limit,
                  integer=True, xlabel="predicted", ylabel="gold", cbar_label="examples (B − A)")
     label_a, label_b = distinct_labels([a, b])
-    ax.set_title(f"Confusion change on {a.dataset}\nB = {label_b} minus A = {label_a}")
+    shown = [f"{label} ({outcome_text(run, counts).replace('test accuracy ', '')})"
+             for label, run, counts in ((label_b, b, counts_b), (label_a, a, counts_a))]
+    lines = [f"Confusion change on {a.where} · {a.encoder}", f"B = {shown[0]}", f"minus A = {shown[1]}"]
+    ax.set_title("\n".join(textwrap.fill(line, int(figure.get_figwidth() * TITLE_CHARS_PER_INCH)) for line in lines))
     return Plot(f"confusion-diff_{a.key}_vs_{b.key}", figure, diff)
 
 
 # ----------------------------------------------------------------------------------------------- curves
 
-def metric_title(metric: str) -> str:
-    """A panel title for a history column."""
+def metric_title(metric: str, weighted: bool = False) -> str:
+    """A panel title for a history column; a loss part some drawn run weighs (weight not 1) says so."""
     if metric == "val_accuracy":
         return "validation accuracy (%)"
     if metric == "train_loss":
         return "training loss (total)"
-    return f"loss part: {metric[len('train_'):]}"
+    part = metric[len("train_"):]
+    return f"{part} ({WEIGHTED})" if weighted else f"loss part: {part}"
+
+
+WEIGHTED = "weighted by λ"
+WEIGHTED_NOTE = ("loss parts as logged: each method's term × its weight λ, e.g. supcon's ce is (1 − λ)·CE; compare "
+                 "a part across methods only at equal weights (legend: each run's weights)")
+
+
+def loss_part(metric: str) -> str:
+    """`ce` for `train_ce`; '' for validation accuracy and the total loss."""
+    return metric[len("train_"):] if metric.startswith("train_") and metric != "train_loss" else ""
 
 
 def line_styles(runs: Sequence[RunInfo]) -> list[dict[str, Any]]:
@@ -222,28 +253,42 @@ def curves_stem(keys: Sequence[str]) -> str:
 
 @styled
 def curves_plot(run_dirs: Sequence[Path]) -> Plot:
-    """Validation accuracy (in %) and each loss part per epoch, one line per run (`curves_<hash>`); data: the
-    long frame (values as stored: accuracy as a fraction)."""
+    """Validation accuracy (in %) and each loss part per epoch, one line per run (`curves_<hash>`). Loss parts
+    are drawn as logged, weighted by the method's λ (`bench.reporting.lossweights`): a panel some run weighs is
+    titled "weighted by λ" and the legend gives each run's weights. Data: the long frame (values as stored:
+    accuracy as a fraction)."""
     runs = [run_info(d) for d in run_dirs]
     frame = curve_records(runs)
     metrics = curve_metrics(frame)
     columns = min(3, len(metrics))
     rows = math.ceil(len(metrics) / columns)
-    figure = new_figure(PAGE_WIDTH if columns > 1 else COLUMN_WIDTH, 1.9 * rows + 0.5 + 0.15 * len(runs) / 3)
+    figure = new_figure(PAGE_WIDTH if columns > 1 else COLUMN_WIDTH, 1.9 * rows + 0.8 + 0.15 * len(runs) / 3)
     axes = np.atleast_1d(figure.subplots(rows, columns, squeeze=False)).ravel()
-    styles = dict(zip(distinct_labels(runs), line_styles(runs)))
+    labels = distinct_labels(runs)
+    styles = dict(zip(labels, line_styles(runs)))
+    weights = {label: part_weights(run) for label, run in zip(labels, runs)}
+    any_weighted = False
     for ax, metric in zip(axes, metrics):
-        for label, group in frame[frame["metric"] == metric].groupby("label", sort=False):
+        drawn = frame[frame["metric"] == metric]
+        for label, group in drawn.groupby("label", sort=False):
             group = group.sort_values("epoch")
             scale = PERCENT if metric == "val_accuracy" else 1.0
             ax.plot(group["epoch"], scale * group["value"], marker="o", markersize=3, **styles[label])
-        ax.set_title(metric_title(metric))
+        part = loss_part(metric)
+        weighted = bool(part) and not all(is_plain(weights[label], part) for label in set(drawn["label"]))
+        any_weighted |= weighted
+        ax.set_title(metric_title(metric, weighted))
         ax.set_xlabel("epoch")
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     for ax in axes[len(metrics):]:
         ax.set_axis_off()
     handles = [Line2D([], [], marker="o", markersize=3, **style) for style in styles.values()]
-    figure.legend(handles, list(styles), loc="outside lower center", ncol=min(4, len(styles)))
+    parts = {label: [loss_part(m) for m in dict.fromkeys(frame.loc[frame["label"] == label, "metric"]) if loss_part(m)]
+             for label in labels}
+    texts = [label + (f" ({shown})" if (shown := weights_text(weights[label], parts[label])) else "")
+             for label in styles]
+    title = textwrap.fill(WEIGHTED_NOTE, NOTE_CHARS * (2 if columns > 1 else 1)) if any_weighted else None
+    figure.legend(handles, texts, loc="outside lower center", ncol=min(4, len(styles)), title=title)
     return Plot(curves_stem([r.key for r in runs]), figure, frame)
 
 
@@ -269,74 +314,3 @@ def embeddings_plot(run_dir: Path) -> Plot:
     figure.legend(loc="outside lower center", ncol=min(3, len(classes)), markerscale=2.5, handletextpad=0.2,
                   columnspacing=0.8)
     return Plot(f"embeddings_{run.key}", figure, points)
-
-
-# ----------------------------------------------------------------------------------------------- summary
-
-def summary_stem(metric: str, filters: list[str]) -> str:
-    """`summary[-<metric>][_<filter slug>]` (the metric is left out for accuracy)."""
-    from bench.reporting.render import filters_slug
-
-    stem = "summary" if metric == "accuracy" else f"summary-{metric}"
-    slug = filters_slug(filters)
-    return f"{stem}_{slug}" if slug else stem
-
-
-@styled
-def summary_plot(rows: Sequence[dict[str, Any]], metric: str = "accuracy",
-                 filters: list[str] | None = None) -> Plot:
-    """Mean ± std over seeds of a test metric per method, one facet per dataset
-    (`summary[-<metric>][_<filters>]`): error bars ± one sample std (ddof 1; none for one seed), dots single
-    seeds, open markers cells of fewer than FEW_SEEDS seeds; fractions drawn in %. Data: the aggregated frame
-    (`plotdata.summary_frame`, in the rows' unit)."""
-    filters = list(filters or [])
-    split = select_rows(rows, metric, filters)
-    selected, marked = split.kept, split.cells(["dataset", "encoder", "method"])
-    frame = summary_frame(selected)
-    scale = PERCENT if is_fraction(metric) else 1.0
-    datasets = list(dict.fromkeys(frame["dataset"]))
-    several_encoders = frame["encoder"].nunique() > 1
-    methods = list(dict.fromkeys(frame["method"]))
-    palette = dict(zip(methods, sns.color_palette("tab10" if len(methods) <= 10 else "husl", len(methods))))
-    columns = min(3, len(datasets))
-    rows_n = math.ceil(len(datasets) / columns)
-    width = COLUMN_WIDTH if columns == 1 else PAGE_WIDTH
-    figure = new_figure(width, 2.4 * rows_n)
-    axes = np.atleast_1d(figure.subplots(rows_n, columns, squeeze=False)).ravel()
-    for ax, dataset in zip(axes, datasets):
-        draw_summary_facet(ax, frame[frame["dataset"] == dataset], selected[selected["dataset"] == dataset],
-                           palette, several_encoders, {(e, m) for d, e, m in marked if d == dataset}, scale)
-        ax.set_title(dataset)
-    for ax in axes[len(datasets):]:
-        ax.set_axis_off()
-    name = f"test {metric}" if selected["split"].eq("test").all() else metric
-    axes[0].set_ylabel(name + metric_unit(metric))
-    lines = [SUMMARY_BARS]
-    if (frame["seeds"] < FEW_SEEDS).any():
-        lines.append(f"open markers: fewer than {FEW_SEEDS} seeds ({FEW_SEEDS_WHY})")
-    lines = [textwrap.fill(line, NOTE_CHARS * (1 if columns == 1 else 2)) for line in lines]  # fit the width
-    figure.suptitle("\n".join([*lines, *split.notes()]), fontsize=7)
-    return Plot(summary_stem(metric, filters), figure, frame)
-
-
-SUMMARY_BARS = "mean ± std over seeds (error bars: ± 1 sample std, ddof 1; none for one seed; dots: single seeds)"
-
-
-def draw_summary_facet(ax: Axes, frame: pd.DataFrame, selected: pd.DataFrame, palette: dict[str, Any],
-                       several_encoders: bool, marked: set[tuple[str, str]] = frozenset(), scale: float = 1.0) -> None:
-    """One dataset: a point with a std error bar per method (and encoder), seeds as small dots, values times
-    `scale`; a cell of fewer than FEW_SEEDS seeds has an open marker; the labels of marked (encoder, method)
-    pairs, whose mean includes a collapsed run, end in † (collapsed.MARK)."""
-    for x, entry in enumerate(frame.itertuples(index=False)):
-        values = selected[(selected["method"] == entry.method) & (selected["encoder"] == entry.encoder)]["value"]
-        offsets = np.linspace(-0.06, 0.06, len(values)) if len(values) > 1 else np.zeros(1)
-        ax.scatter(x + offsets + 0.22, scale * values, s=5, color="0.55", linewidths=0, zorder=2)
-        colour = palette[entry.method]
-        ax.errorbar(x, scale * entry.mean, yerr=0 if math.isnan(entry.std) else scale * entry.std, fmt="o",
-                    markersize=4, capsize=2.5, elinewidth=1, color=colour, zorder=3,
-                    markerfacecolor="white" if entry.seeds < FEW_SEEDS else colour)
-    labels = [(f"{m}\n{e}" if several_encoders else m) + (MARK if (e, m) in marked else "")
-              for m, e in zip(frame["method"], frame["encoder"])]
-    ax.set_xticks(range(len(labels)), labels, rotation=45, ha="right", rotation_mode="anchor")
-    ax.set_xlim(-0.6, len(labels) - 0.4)
-    ax.grid(axis="y", linewidth=0.4, alpha=0.5)
