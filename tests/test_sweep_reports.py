@@ -58,7 +58,8 @@ def test_a_sweep_writes_its_table_summary_and_the_clld_runs_heatmaps_as_pngs(cli
     reports = tmp_path / "reports"
     written = write_sweep_reports(results, rows, reports)
     assert written == [reports / "paper-ii.md", reports / "summary.png", reports / f"ldm_{clld}.png",
-                       reports / f"confusion-normalised_{clld}.png"]
+                       reports / f"confusion-normalised_{clld}.png", reports / f"confusion-normalised_{ce}.png",
+                       reports / f"confusion-diff_{ce}_vs_{clld}.png"]  # the baseline's beside it, and the change
     assert all(p.is_file() and p.stat().st_size > 0 for p in written)
     assert all(p.with_suffix(".pdf").is_file() for p in written[1:])   # PDFs beside, not returned
     table = (reports / "paper-ii.md").read_text()
