@@ -605,3 +605,19 @@ def test_move_aside_drops_entries_and_notes_them(tmp_path):
     assert "cut short" in listing["moved"]["evals/x"] and f"{folder}/evals/x" in listing["moved"]["evals/x"]
     write(tmp_path, "evals/x.json", b"{}")  # written again: no longer noted as moved
     assert set(manifest.load(tmp_path)["moved"]) == {"evals/x"}
+
+
+def test_a_re_run_reads_only_files_whose_stat_changed_and_verify_reads_every_file(tmp_path):
+    """Like git's index: a re-run trusts a file whose size and modification time are those recorded (any write
+    changes them) and hashes the others; `clbench verify` (deep) hashes every file whatever its stat."""
+    run = tmp_path / "run"
+    runfiles.write_jsonl_gz(run, store.PREDICTIONS, [{"id": str(i)} for i in range(50)])
+    path = run / store.PREDICTIONS
+    written = path.stat()
+    data = bytearray(path.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    path.write_bytes(bytes(data))
+    assert [d.name for d in runfiles.problems(run)] == [store.PREDICTIONS]  # its stat changed: read, caught
+    os.utime(path, ns=(written.st_atime_ns, written.st_mtime_ns))  # the stat it was written with...
+    assert runfiles.problems(run) == []  # ...is trusted by a re-run
+    assert [d.name for d in runfiles.problems(run, deep=True)] == [store.PREDICTIONS]  # verify reads it

@@ -39,14 +39,15 @@ def digest_bytes(data: bytes) -> tuple[int, str]:
     return len(data), hashlib.sha256(data).hexdigest()
 
 
-def digest_file(path: Path) -> tuple[int, str]:
-    """The size and SHA-256 (hex) of a file, read in chunks."""
+def digest_file(path: Path) -> tuple[int, str, int]:
+    """The size, SHA-256 (hex) and modification time (ns) of a file, read in chunks."""
     digest, size = hashlib.sha256(), 0
     with open(path, "rb") as handle:
         while chunk := handle.read(CHUNK):
             digest.update(chunk)
             size += len(chunk)
-    return size, digest.hexdigest()
+        mtime = os.fstat(handle.fileno()).st_mtime_ns
+    return size, digest.hexdigest(), mtime
 
 
 def name_in(run_dir: Path, path: Path) -> str:
@@ -103,15 +104,16 @@ def _for_update(run_dir: Path) -> dict[str, Any]:
         return {"version": VERSION, "files": {}, "moved": {}}
 
 
-def record(run_dir: Path, path: Path, size: int, sha256: str) -> None:
-    """Record `path`'s new content (size, hash) in its run's manifest, keeping the previous entry as `was`."""
+def record(run_dir: Path, path: Path, size: int, sha256: str, mtime_ns: int = -1) -> None:
+    """Record `path`'s new content (size, hash, modification time; -1: unknown, always read) in its run's manifest,
+    keeping the previous entry as `was`."""
     run_dir = Path(run_dir)
     manifest = _for_update(run_dir)
     name = name_in(run_dir, path)
-    entry: dict[str, Any] = {"size": size, "sha256": sha256}
+    entry: dict[str, Any] = {"size": size, "sha256": sha256, "mtime_ns": mtime_ns}
     old = manifest["files"].get(name)
     if old and (old.get("size"), old.get("sha256")) != (size, sha256):
-        entry["was"] = {"size": old.get("size"), "sha256": old.get("sha256")}
+        entry["was"] = {k: old.get(k) for k in ("size", "sha256", "mtime_ns")}
     manifest["files"][name] = entry
     manifest["moved"].pop(name, None)
     _write(run_dir, manifest)
@@ -142,14 +144,32 @@ def check(run_dir: Path, name: str, manifest: dict[str, Any] | None, data: bytes
         raise Damaged(run_dir, name, "its content differs from what was written (SHA-256 mismatch)")
 
 
+def check_entry(run_dir: Path, name: str, entry: dict[str, Any], hash_it: bool, trust_stat: bool) -> None:
+    """Damaged unless the run file `name` agrees with its manifest `entry`: its size (one stat) and, with
+    `hash_it`, its hash -- not read when `trust_stat` and its size and modification time are those recorded.
+    FileNotFoundError when it is missing (the caller knows whether that is damage)."""
+    path = os.path.join(run_dir, name)
+    found = os.stat(path)
+    pairs = expected(entry)
+    if found.st_size not in {size for size, _ in pairs}:
+        raise Damaged(run_dir, name, f"{found.st_size} bytes, {pairs[0][0]} expected")
+    if not hash_it or trust_stat and any(found.st_size == e.get("size") and found.st_mtime_ns == e.get("mtime_ns")
+                                         for e in (entry, entry.get("was") or {})):
+        return
+    if digest_file(Path(path))[1] not in {sha for _, sha in pairs}:
+        raise Damaged(run_dir, name, "its content differs from what was written (SHA-256 mismatch)")
+
+
 def check_file(run_dir: Path, name: str, manifest: dict[str, Any] | None) -> None:
-    """`check` with the file's hash computed from disk (`clbench verify`)."""
+    """`check_entry` with the file's hash read from disk whatever its stat (`clbench verify`); a file the manifest
+    does not list passes, a missing one is Damaged."""
     entry = (manifest or {}).get("files", {}).get(name)
     if entry is None:
         return
-    check(run_dir, name, manifest)
-    if digest_file(Path(run_dir) / name)[1] not in {h for _, h in expected(entry)}:
-        raise Damaged(run_dir, name, "its content differs from what was written (SHA-256 mismatch)")
+    try:
+        check_entry(run_dir, name, entry, hash_it=True, trust_stat=False)
+    except FileNotFoundError:
+        raise Damaged(run_dir, name, f"missing; its manifest lists {entry.get('size')} bytes") from None
 
 
 def move_aside(run_dir: Path, names: list[str], what: str) -> str:

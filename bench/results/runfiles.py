@@ -7,6 +7,7 @@ from __future__ import annotations
 import gzip
 import io
 import json
+import os
 import zipfile
 from pathlib import Path
 from typing import Any
@@ -176,9 +177,10 @@ def damages_results(damage: Damaged) -> bool:
 
 def problems(run_dir: Path, deep: bool = False) -> list[Damaged]:
     """The damage in a finished run's folder, one Damaged per file: an unreadable manifest; a listed file that is
-    missing, of another size or (all but the torch files, which are hashed when loaded) of another hash; a JSON
-    file that is not JSON. `deep` (`clbench verify`) hashes the torch files too and checks every unlisted file by
-    reading it."""
+    missing, of another size or (all but the torch files, which are hashed when loaded; only where its size or
+    modification time changed since it was written) of another hash; an unlisted rows, spec or evaluation file
+    (a run from before manifests) that is not JSON. `deep` (`clbench verify`) hashes every listed file, whatever
+    its stat, and checks every unlisted file by reading it."""
     run_dir = Path(run_dir)
     found: list[Damaged] = []
     try:
@@ -186,18 +188,16 @@ def problems(run_dir: Path, deep: bool = False) -> list[Damaged]:
     except Damaged as damage:
         found.append(damage)
         listing = None
-    for name in sorted((listing or {}).get("files", {})):
-        if name in (CHECKPOINT, MODEL) and not (run_dir / name).exists() or \
-                name.startswith(EVALS + "/") and not (run_dir / name).exists():
-            continue  # removed on purpose (a finished run's checkpoint, a model deleted to save space: no-model);
-            # an evaluation killed before its file landed is redone
+    for name, entry in sorted((listing or {}).get("files", {}).items()):
         try:
-            if name.endswith(".json"):
-                read_json(run_dir, name, listing)
-            elif deep or not name.endswith(".pt"):  # a model or checkpoint is hashed when it is loaded
-                manifest.check_file(run_dir, name, listing)
-            else:
-                manifest.check(run_dir, name, listing)
+            # the hash it was written with (so it parses): every file when `deep`; else all but the torch files
+            # (hashed when loaded), and only those whose stat changed since they were written
+            manifest.check_entry(run_dir, name, entry, hash_it=deep or not name.endswith(".pt"), trust_stat=not deep)
+        except FileNotFoundError:
+            if name in (CHECKPOINT, MODEL) or name.startswith(EVALS + "/"):
+                continue  # removed on purpose (a finished run's checkpoint, a model deleted to save space:
+                # no-model); an evaluation killed before its file landed is redone
+            found.append(Damaged(run_dir, name, f"missing; its manifest lists {entry.get('size')} bytes"))
         except Damaged as damage:
             found.append(damage)
     listed = set((listing or {}).get("files", {}))
@@ -226,8 +226,11 @@ def unlisted(run_dir: Path, listed: set[str], deep: bool) -> list[str]:
     """The run's files its manifest does not list (runs written before manifests) that are checked by reading
     them: rows, spec and evaluations always, every JSON, JSON Lines and torch file when `deep`."""
     if not deep:  # what a re-run reads: rows, spec and the stored evaluations
-        evaluations = sorted(f"{EVALS}/{p.name}" for p in (run_dir / EVALS).glob("*.json"))
-        return [n for n in (ROWS, SPEC, *evaluations) if n not in listed and (run_dir / n).is_file()]
+        try:
+            evaluations = sorted(f"{EVALS}/{n}" for n in os.listdir(run_dir / EVALS) if n.endswith(".json"))
+        except FileNotFoundError:
+            evaluations = []
+        return [n for n in (ROWS, SPEC, *evaluations) if n not in listed and os.path.isfile(os.path.join(run_dir, n))]
     names = []
     for path in sorted(run_dir.rglob("*")):
         name = manifest.name_in(run_dir, path)

@@ -1,0 +1,119 @@
+"""A classical reference: TF-IDF features and logistic regression (scikit-learn), trained on a CPU in seconds on
+the run's own training draw and scored on its test split. Reports show it as a floor beside the methods, never
+as one of them. It scores no model (`needs_model = False`): collapsed runs get it too, no model is loaded, and
+the runs of a sweep on one draw train it once (cached under the results folder's `.cache/tfidf/`)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from bench.data.loading import Split, TextData
+from bench.errors import SkipEvaluator
+from bench.evaluators.base import EvalContext, EvalOptions, Evaluator
+from bench.evaluators.metrics import classification_records
+from bench.registry import EVALUATORS
+from bench.results.atomic import write_json
+
+NGRAMS = (1, 2)      # words and word bigrams: the demo card's ~95% model
+# min_df 1: a few-label draw (20-100 texts) would lose most of its bigrams at 2; on a full set the singletons
+# cost memory, not accuracy (they are L2-regularised away)
+MIN_DF = 1
+C_GRID = (0.1, 1.0, 10.0, 100.0)  # inverse regularisation, chosen on the run's validation split (never test)
+MAX_ITER = 2000
+RANDOM_STATE = 0
+CACHE_FOLDER = "tfidf"
+METRICS = ("accuracy", "macro_f1")
+
+
+def digest(*splits: Split, extra: Any = None) -> str:
+    """A short SHA-256 of the splits' ids, texts and labels (and `extra`, as JSON)."""
+    hasher = hashlib.sha256(json.dumps(extra, sort_keys=True, default=str).encode())
+    for split in splits:
+        for item in (*split.ids, *split.texts):
+            hasher.update(str(item).encode("utf-8", "surrogatepass") + b"\x00")
+        hasher.update(np.asarray(split.labels, dtype=np.int64).tobytes())
+    return hasher.hexdigest()[:24]
+
+
+def draw_id(data: TextData) -> str:
+    """What identifies the run's draw (its training and validation examples, by id and label, and the test
+    ids): the same for every method, encoder and seed that trained on this draw, so reports count it once."""
+    parts = [Split(s.ids, [""] * len(s), s.labels) for s in (data.train, data.validation, data.test)]
+    return digest(*parts, extra=data.fingerprint)[:16]
+
+
+def fit_and_score(data: TextData) -> dict[str, Any]:
+    """Fit TF-IDF + logistic regression on the training split for each C, keep the best on validation (the
+    smallest C among ties), score the test split: its accuracy and macro-F1, the C and the seconds taken."""
+    from sklearn.feature_extraction.text import TfidfVectorizer
+    from sklearn.linear_model import LogisticRegression
+
+    started = time.perf_counter()
+    vectorizer = TfidfVectorizer(ngram_range=NGRAMS, sublinear_tf=True, min_df=MIN_DF, dtype=np.float32)
+    features = vectorizer.fit_transform(data.train.texts)
+    validation = vectorizer.transform(data.validation.texts) if len(data.validation) else None
+    best, best_score, chosen = None, -1.0, C_GRID[0]
+    for c in C_GRID if validation is not None else (1.0,):
+        model = LogisticRegression(C=c, max_iter=MAX_ITER, random_state=RANDOM_STATE).fit(features, data.train.labels)
+        score = float((model.predict(validation) == data.validation.labels).mean()) if validation is not None else 0
+        if score > best_score:
+            best, best_score, chosen = model, score, c
+    predicted = best.predict(vectorizer.transform(data.test.texts))
+    records = {r["metric"]: r for r in classification_records(data.test.labels, predicted, data.label_names)
+               if r["label"] == "" and r["metric"] in METRICS}
+    return {"accuracy": records["accuracy"]["value"], "macro_f1": records["macro_f1"]["value"],
+            "n": len(data.test), "c": chosen, "validation_accuracy": best_score if validation is not None else None,
+            "features": int(features.shape[1]), "seconds": round(time.perf_counter() - started, 3)}
+
+
+def sklearn_version() -> str:
+    """The installed scikit-learn's version (part of the cache key: another version may fit otherwise)."""
+    import sklearn
+
+    return str(sklearn.__version__)
+
+
+def read_cached(path: Path) -> dict[str, Any] | None:
+    """A cached result, or None when there is none or it does not read (it is then fitted again)."""
+    try:
+        cached = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return cached if isinstance(cached, dict) and all(m in cached for m in (*METRICS, "n", "c", "seconds")) else None
+
+
+@EVALUATORS.register("tfidf", "tf-idf")
+class TfidfReference(Evaluator):
+    """A floor for every table: TF-IDF (word uni+bigrams) + logistic regression on the run's training draw."""
+
+    name = "tfidf"
+    version = 1
+    needs_model = False
+
+    def settings(self, options: EvalOptions) -> dict[str, Any]:
+        """Its version and hyperparameters (they name its stored results)."""
+        return {**super().settings(options), "ngram_range": list(NGRAMS), "sublinear_tf": True, "min_df": MIN_DF,
+                "c_grid": list(C_GRID), "max_iter": MAX_ITER, "random_state": RANDOM_STATE}
+
+    def evaluate(self, ctx: EvalContext) -> list[dict[str, Any]]:
+        """Test accuracy and macro-F1 of the reference (fitted once per draw and texts, then read from the
+        cache), with the draw's id, the chosen C and the seconds the fit took."""
+        data = ctx.data
+        if len(np.unique(data.train.labels)) < 2:
+            raise SkipEvaluator("the training draw holds one class: logistic regression needs two")
+        path = ctx.cache_dir / CACHE_FOLDER / (
+            f"{digest(data.train, data.validation, data.test, extra=[data.label_names, self.settings(ctx.options), sklearn_version()])}"
+            ".json")
+        result = read_cached(path)
+        if result is None:
+            result = fit_and_score(data)
+            write_json(path, result)
+        common = {"split": "test", "n": int(result["n"]), "label": "", "note": "", "draw": draw_id(data),
+                  "tfidf_c": float(result["c"]), "fit_seconds": float(result["seconds"])}
+        return [{**common, "metric": metric, "value": float(result[metric])} for metric in METRICS]
