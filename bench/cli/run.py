@@ -162,6 +162,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     quiet_transformers()
     from bench.cli.progress import SweepProgress
     from bench.cli.run_summary import collapsed_warning, print_next_steps, print_results, write_demo_reports
+    from bench.encoders.learning_rates import lr_hint
     from bench.results.store import is_collapsed_flag
     from bench.running.runner import execute_sweep, plan_sweep, stop_report
 
@@ -196,8 +197,9 @@ def cmd_run(args: argparse.Namespace) -> int:
         if outcome.status == "done" and outcome.message:  # a finished run whose result is suspect (collapsed)
             progress.write(f"warning: {outcome.key} {outcome.message}")
         elif outcome.status == "skipped" and any(is_collapsed_flag(r.get("collapsed")) for r in outcome.rows):
+            hint = lr_hint(str(outcome.rows[0].get("encoder", ""))).replace("try ", "retrain it with --overwrite and ")
             progress.write(f"warning: {outcome.key} collapsed when it was trained (the model predicts one class "
-                           "whatever the input): not a result; retrain it with --overwrite and another --lr")
+                           f"whatever the input): not a result; {hint}")
         failed_evaluations.extend(print_evaluations(outcome.evaluations, said))
 
     failed_evaluations: list[Any] = []
