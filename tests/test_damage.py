@@ -621,3 +621,18 @@ def test_a_re_run_reads_only_files_whose_stat_changed_and_verify_reads_every_fil
     os.utime(path, ns=(written.st_atime_ns, written.st_mtime_ns))  # the stat it was written with...
     assert runfiles.problems(run) == []  # ...is trusted by a re-run
     assert [d.name for d in runfiles.problems(run, deep=True)] == [store.PREDICTIONS]  # verify reads it
+
+
+def test_a_table_that_cannot_be_gathered_after_the_rows_were_stored_is_a_warning(cli, tiny, results, monkeypatch):
+    """A folder that turns read-only after a shard's rows were written: the shard's results are safe in its run
+    folder, so it is reported as done with a warning (exit 0), not as failed; the next gather picks it up."""
+    from bench.results import faults
+
+    def refused(folder):
+        raise faults.WriteFailed(f"cannot write to {folder}: read-only file system (results.parquet)")
+
+    monkeypatch.setattr(store, "gather", refused)
+    code, _, err = cli("run", "--methods", "ce", "--datasets", tiny, *FAST, "--results-dir", results)
+    assert code == 0, err
+    assert "] done " in err and "the gathered table was not updated (cannot write to" in err
+    assert "failed" not in err and len(list(results.glob(f"*/{store.ROWS}"))) == 1
