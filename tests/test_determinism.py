@@ -4,6 +4,7 @@ line and a settings file, that each row records the choice, and what an operatio
 implementation does to the shard."""
 
 import json
+import os
 
 import pytest
 import torch
@@ -56,7 +57,7 @@ def test_strict_mode_raises_on_nondeterministic_ops_and_keeps_attention_on_the_m
     assert deterministic_kernels(device, strict=True) is True
     assert switches() == {"algorithms": True, "warn_only": False, **MATH_ONLY}
     assert torch.backends.cudnn.benchmark is False
-    assert trainer_module.os.environ["CUBLAS_WORKSPACE_CONFIG"] == ":4096:8"  # cuBLAS's reproducible workspace
+    assert os.environ["CUBLAS_WORKSPACE_CONFIG"] == ":4096:8"  # cuBLAS's reproducible workspace
 
 
 def test_each_call_sets_every_switch_so_shards_in_one_process_do_not_inherit_a_choice():

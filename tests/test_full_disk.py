@@ -25,7 +25,7 @@ import pandas as pd
 import pytest
 
 from bench.cli.main import main
-from bench.results import faults, lease, store
+from bench.results import atomic, faults, lease, store
 from conftest import FAST
 
 SEEDS = "1,2,3"
@@ -103,16 +103,17 @@ def rerun_completes(cli, tiny: Path, results: Path, reference: pd.DataFrame, res
 
 @contextlib.contextmanager
 def faulty_disk(monkeypatch, results: Path, room: int, code: int) -> Iterator[None]:
-    """bench.results.store's atomic writes under `results`, on a disk with `room` bytes more than it holds now:
+    """bench.results' atomic writes under `results` (bench.results.atomic: run files; store: the table), on a disk
+    with `room` bytes more than it holds now:
     a write that would go past it fails with `code` after its temporary file is written (ENOSPC: a full disk;
     EROFS: a folder made read-only then, which refuses every later write too)."""
-    real = store.atomic_path
+    real = atomic.atomic_path
     capacity = used(results) + room
     refusing = []  # a read-only folder refuses every write after the first refusal
 
     @contextlib.contextmanager
-    def atomic_path(path: Path) -> Iterator[Path]:
-        with real(path) as tmp:
+    def atomic_path(path: Path, run_dir: Path | None = None) -> Iterator[Path]:
+        with real(path, run_dir) as tmp:
             yield tmp
             if Path(path).is_relative_to(results) and (refusing or used(results) > capacity):
                 if code == errno.EROFS:
@@ -121,6 +122,7 @@ def faulty_disk(monkeypatch, results: Path, room: int, code: int) -> Iterator[No
 
     with monkeypatch.context() as patch:
         patch.setattr(store, "atomic_path", atomic_path)
+        patch.setattr(atomic, "atomic_path", atomic_path)
         yield
 
 
@@ -174,7 +176,7 @@ def test_a_checkpoint_that_does_not_fit_is_one_line(tmp_path, monkeypatch):
         def __exit__(self, *exc):
             self.handle.close()
 
-    monkeypatch.setattr(store, "open", lambda *a, **k: Full(builtins.open(*a, **k)), raising=False)
+    monkeypatch.setattr(atomic, "open", lambda *a, **k: Full(builtins.open(*a, **k)), raising=False)
     target = tmp_path / "checkpoint.pt"
     with pytest.raises(faults.WriteFailed, match=rf"^no space left on {re.escape(str(tmp_path))} \("):
         store.atomic_torch_save({"weights": torch.zeros(10_000)}, target)
@@ -230,14 +232,15 @@ def test_a_real_file_system_remounted_read_only_mid_sweep_loses_nothing(cli, tin
                                                                           resumed):
     results = tmpfs / "results"
     before, _ = first_shard(cli, tiny, results)
-    real = store.atomic_path
+    real = atomic.atomic_path
 
-    def remount_at_second_checkpoint(path):  # the file system turns read-only in shard 2's last epoch
+    def remount_at_second_checkpoint(path, run_dir=None):  # the file system turns read-only in shard 2's last epoch
         if path.name == store.CHECKPOINT and path.exists():
             subprocess.run(["mount", "-o", "remount,ro", str(tmpfs)], check=True)
-        return real(path)
+        return real(path, run_dir)
 
     with monkeypatch.context() as patch:
+        patch.setattr(atomic, "atomic_path", remount_at_second_checkpoint)
         patch.setattr(store, "atomic_path", remount_at_second_checkpoint)
         code, err = sweep(cli, tiny, results, SEEDS)
     subprocess.run(["mount", "-o", "remount,rw", str(tmpfs)], check=True)

@@ -53,9 +53,9 @@ def hooks():
     LEASE_TEST_SIGNAL=SIG   send this process SIGSIG (STOP) right after its first checkpoint.pt has landed
     LEASE_TEST_TIMEOUT=S    bench.results.lease.TIMEOUT_SECONDS for this launch"""
     import bench.running.shard
-    import bench.results.store
+    import bench.results.atomic
 
-    train, atomic_path = bench.running.shard.train_and_evaluate, bench.results.store.atomic_path
+    train, atomic_path = bench.running.shard.train_and_evaluate, bench.results.atomic.atomic_path
 
     def counted_train(spec, *args, **kwargs):
         if os.environ.get("LEASE_TEST_STARTS"):
@@ -65,13 +65,13 @@ def hooks():
         return train(spec, *args, **kwargs)
 
     @contextlib.contextmanager
-    def signalling_atomic_path(path):
-        with atomic_path(path) as tmp:
+    def signalling_atomic_path(path, run_dir=None):
+        with atomic_path(path, run_dir) as tmp:
             yield tmp
         if path.name == "checkpoint.pt" and os.environ.get("LEASE_TEST_SIGNAL"):
             os.kill(os.getpid(), getattr(signal, "SIG" + os.environ.pop("LEASE_TEST_SIGNAL")))
 
-    bench.running.shard.train_and_evaluate, bench.results.store.atomic_path = counted_train, signalling_atomic_path
+    bench.running.shard.train_and_evaluate, bench.results.atomic.atomic_path = counted_train, signalling_atomic_path
 
 
 def serve():
