@@ -296,13 +296,13 @@ def wait_for(keys: list[str], results_dir: Path, progress: bool) -> int:
     from bench.results import store
     from bench.running.follow import follow
     from bench.running.status import format_table
-    from bench.reporting.summary import summary_table
+    from bench.reporting.summary import summary_table, table_text
 
     print("clbench: waiting for the shards to end (Ctrl-C stops waiting; the jobs go on)", file=sys.stderr)
     statuses = follow(results_dir, keys, progress=progress and sys.stderr.isatty())
     rows = [row for s in statuses if s.state == "done" for row in store.run_rows(results_dir / s.key)]
     if rows:
-        print(summary_table(rows).to_string(index=False))
+        print(table_text(summary_table(rows)))
     warning = collapsed_warning(rows)
     if warning:
         print(warning, file=sys.stderr)

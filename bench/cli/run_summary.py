@@ -13,10 +13,11 @@ from bench.running.options import RunOptions
 
 
 def print_results(rows: list[dict[str, Any]], evaluation_rows: list[dict[str, Any]], results_dir: Path) -> None:
-    """The results table on stdout, then one line per evaluator."""
+    """The results table on stdout (with the classical reference's floor line and its note), then one line per
+    evaluator."""
     from bench.errors import BenchError
     from bench.reporting import stats
-    from bench.reporting.summary import BASELINE, evaluator_lines, results_table
+    from bench.reporting.summary import BASELINE, evaluator_lines, results_table, table_text
 
     predictions = None
     if any(r["method"] == BASELINE for r in rows):  # the paired Δ needs every run's test predictions
@@ -24,7 +25,7 @@ def print_results(rows: list[dict[str, Any]], evaluation_rows: list[dict[str, An
             predictions = stats.load_run_predictions(results_dir, sorted({r["run_key"] for r in rows}))
         except BenchError as exc:
             print(f"clbench: no paired differences: {exc}", file=sys.stderr)
-    print(results_table(rows, predictions).to_string(index=False))
+    print(table_text(results_table(rows + evaluation_rows, predictions)))  # the reference's rows: its floor line
     lines = evaluator_lines(rows + evaluation_rows)  # the clean rows say which runs collapsed
     if lines:
         print()

@@ -29,7 +29,7 @@ import pandas as pd
 
 from bench import __version__
 from bench.errors import BenchError
-from bench.reporting import stats, tables
+from bench.reporting import floor, stats, tables
 from bench.reporting.htmlboard import cost_section, datasets_section, ranking_section
 from bench.reporting.htmlfigures import budget_figure, first_seed_runs, method_figures, summary_figure
 from bench.reporting.htmlgrid import confusion_diff_section, main_table, selection_meta, selection_section
@@ -163,7 +163,9 @@ def vs_paper_section(frame: pd.DataFrame, include: bool = False) -> str:
 
 
 def robustness_section(frame: pd.DataFrame, include: bool = False) -> str:
-    """The robustness table and every evaluator's overall metrics (mean ± std over seeds), or a note."""
+    """The robustness table and every evaluator's overall metrics (mean ± std over seeds), or a note; the classical
+    reference is left to the main table (its floor), not summarised per method."""
+    frame = frame[frame["evaluator"] != floor.EVALUATOR]
     rows = tables.evaluator_rows(frame)
     if rows.empty:
         skipped = tables.skipped_notes(frame)

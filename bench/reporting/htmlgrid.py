@@ -20,7 +20,7 @@ from typing import Any
 import pandas as pd
 
 from bench.errors import BenchError
-from bench.reporting import plots
+from bench.reporting import floor, plots
 from bench.reporting.cellframes import DIGITS, make_table, mark_best, value_cell
 from bench.reporting.collapsed import split_runs
 from bench.reporting.htmlparts import cells_table, esc, figure_html, note
@@ -64,7 +64,8 @@ def knob_labels(runs: pd.DataFrame) -> tuple[dict[str, str], list[str]]:
 
 def main_table(frame: pd.DataFrame, include: bool = False, digits: int = DIGITS) -> pd.DataFrame:
     """Test accuracy and macro-F1 (%, mean ± std over seeds) with one row per encoder × method × shown knobs and
-    two columns per dataset; best per column in bold; collapsed runs as `bench.reporting.collapsed` says."""
+    two columns per dataset; best per column in bold; collapsed runs as `bench.reporting.collapsed` says; the
+    classical reference's floor (`bench.reporting.floor`) last, never best."""
     rows = frame[(frame["evaluator"] == "clean") & (frame["split"] == "test") & (frame["label"] == "")
                  & frame["metric"].isin([m for m, _ in MAIN_METRICS])]
     split = split_runs(rows, frame, include)
@@ -85,10 +86,13 @@ def main_table(frame: pd.DataFrame, include: bool = False, digits: int = DIGITS)
              for _, _, row in order for d in sorted(kept["dataset"].unique())
              for metric, header in MAIN_METRICS]
     mark_best(cells, lambda c: c["column"], digits=digits)
+    reference = floor.values(frame)  # the floor: a row of its own, after mark_best (never best)
+    cells += [floor.cell(floor.LABEL, f"{d} {header}", reference.get((d,), {}).get(metric, []), digits)
+              for d in sorted(kept["dataset"].unique()) for metric, header in MAIN_METRICS] if reference else []
     notes = ["— = no finished run; macro-F1: the unweighted mean of the per-class F1 on the test split",
              "knobs beside a method: the settings its runs changed from the defaults (a method's own knobs without "
              "its prefix); runs of one method with other knobs are rows of their own, never averaged together",
-             *shared, *split.notes()]
+             *shared, *split.notes(), *([floor.NOTE] if reference else [])]
     return make_table(cells, "Test accuracy and macro-F1 (%): mean ± std over seeds (n seeds); best per column in "
                       "bold", "method (knobs)", notes)
 

@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from bench.reporting import floor
 from bench.reporting.collapsed import MARK, split_runs
 from bench.reporting.resultsview import breakdown_rows, knobs_text, with_regimes
 from bench.reporting.verdicts import MIN_RUNS, RunLevel, run_level, verdict
@@ -22,16 +23,48 @@ NOT_A_RESULT = "collapsed — not a result"
 def summary_table(rows: list[dict[str, Any]]) -> pd.DataFrame:
     """Per dataset x encoder x method: seeds, test accuracy and macro-F1 (mean ± std, in %), wall time. Collapsed
     runs are left out of the means (`seeds` counts the others); when there are any, a `note` column says how
-    many, and a method whose every run collapsed shows "collapsed" instead of numbers and how many seeds ran."""
-    frame = pd.DataFrame(rows)
-    if frame.empty:
-        return frame
-    frame = with_regimes(frame[(frame["evaluator"] == "clean") & (frame["split"] == "test") & (frame["label"] == "")])
+    many, and a method whose every run collapsed shows "collapsed" instead of numbers and how many seeds ran.
+    Where `rows` hold the classical reference's (`bench.reporting.floor`), each dataset ends with its floor line
+    (`seeds`: the draws it was trained on) and `attrs["notes"]` says what it is."""
+    everything = pd.DataFrame(rows)
+    if everything.empty:
+        return everything
+    frame = with_regimes(everything[(everything["evaluator"] == "clean") & (everything["split"] == "test")
+                                    & (everything["label"] == "")])
     several = "combo" in frame and (frame.groupby(KEYS)["combo"].nunique() > 1).any()
     if several:  # a knob grid: one line per combination, named by the knobs it changed
         frame = frame.assign(knobs=[knobs_text(k) for k in frame["knobs"]])
     keys = [*KEYS, "knobs"] if several else KEYS
-    return summary_lines(frame, keys)
+    return with_floor(summary_lines(frame, keys), with_regimes(floor.reference_rows(everything)))
+
+
+def with_floor(table: pd.DataFrame, reference: pd.DataFrame) -> pd.DataFrame:
+    """`table` with the reference's floor line after the lines of each dataset it was trained on (mean ± std over
+    its distinct draws, its fit's seconds as `wall_s`), and the note saying what it is ([] without one)."""
+    found = floor.values(reference) if not table.empty else {}
+    table.attrs["notes"] = []
+    if not found:
+        return table
+    out = []
+    for dataset, lines in table.groupby("dataset", sort=False):
+        out.append(lines)
+        entry = found.get((dataset,))
+        if entry:
+            seconds = [v for v in entry["seconds"] if v == v]  # NaN: not recorded
+            line = {column: "" for column in table.columns}
+            line.update(dataset=dataset, method=floor.LABEL, seeds=len(entry.get("accuracy", [])),
+                        accuracy=mean_std(pd.Series(entry.get("accuracy", []), dtype=float)),
+                        macro_f1=mean_std(pd.Series(entry.get("macro_f1", []), dtype=float)),
+                        wall_s=f"{np.mean(seconds):.1f}" if seconds else "")
+            out.append(pd.DataFrame([line]))
+    table = pd.concat(out, ignore_index=True)
+    table.attrs["notes"] = [floor.SHORT]
+    return table
+
+
+def table_text(table: pd.DataFrame) -> str:
+    """The summary as printed: its lines, then its notes."""
+    return "\n".join([table.to_string(index=False), *table.attrs.get("notes", [])])
 
 
 def summary_lines(frame: pd.DataFrame, by: list[str]) -> pd.DataFrame:
@@ -128,7 +161,7 @@ def results_table(rows: list[dict[str, Any]], predictions: dict[str, pd.DataFram
     kept = with_regimes(kept)  # `dataset` names the regime, as in `table` (sst2[n=100])
     runs = kept.groupby([*KEYS, "seed"])["run_key"].first().to_dict()
     levels = [paired_runs(runs, predictions, row["dataset"], row["encoder"], row["method"], baseline)
-              for _, row in table.iterrows()]
+              if row["method"] != floor.LABEL else None for _, row in table.iterrows()]  # the floor: never compared
     qvalues = iter(bh_adjust([level.pvalue for level in levels if level is not None]))
     column = [delta_text(level, next(qvalues)) if level is not None else "—" for level in levels]
     table.insert(table.columns.get_loc("wall_s"), delta_column(baseline), column)
@@ -160,7 +193,8 @@ def delta_text(level: RunLevel, q: float) -> str:
 
 def evaluator_lines(rows: list[dict[str, Any]]) -> list[str]:
     """One line per evaluator: its headline metric per method (mean over seeds; overall rows of the first
-    settings), or why it was skipped. Runs flagged collapsed in the clean rows among `rows` are left out of the
+    settings), or why it was skipped; the classical reference only when skipped (else it is the table's floor
+    line). Runs flagged collapsed in the clean rows among `rows` are left out of the
     means and said so: "(1 collapsed run(s) left out)", or "collapsed — not a result" for a method with no other."""
     everything = pd.DataFrame(rows)
     if everything.empty or "evaluator" not in everything:
@@ -171,6 +205,8 @@ def evaluator_lines(rows: list[dict[str, Any]]) -> list[str]:
         skipped = group[group["metric"] == "skipped"]
         if len(skipped) == len(group):
             lines.append(f"{evaluator}: skipped: {str(skipped['note'].iloc[0]) if 'note' in skipped else ''}".rstrip())
+            continue
+        if evaluator == floor.EVALUATOR:  # a line of the table above (its floor), not a score of each method
             continue
         metric, what, percent, lower = HEADLINES.get(evaluator, (None, evaluator, False, False))
         overall = overall_evaluator_rows(group)

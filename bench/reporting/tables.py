@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from bench.reporting import stats, verdicts
+from bench.reporting import floor, stats, verdicts
 from bench.errors import BenchError
 from bench.reporting.cellframes import DIGITS, MISSING, format_p, make_table, mark_best, text_cell, value_cell
 from bench.reporting.collapsed import MARK, split_runs
@@ -83,11 +83,16 @@ def paper_ii(frame: pd.DataFrame, digits: int = DIGITS, include_collapsed: bool 
     columns = [(e, m) for e in sorted(accuracy["encoder"].unique())
                for m in sorted(accuracy.loc[accuracy["encoder"] == e, "method"].unique(), key=method_key)]
     values = accuracy.groupby(["dataset", "encoder", "method"])["value"].apply(list).to_dict()
+    datasets = sorted(accuracy["dataset"].unique())
     cells = [value_cell(d, f"{e} {m}", values.get((d, e, m), []), digits=digits, collapsed=(d, e, m) in flagged)
-             for d in sorted(accuracy["dataset"].unique()) for e, m in columns]
+             for d in datasets for e, m in columns]
     mark_best(cells, lambda c: c["row"], digits=digits)
+    reference = floor.values(frame)  # the floor: a column of its own, after mark_best (never best)
+    if reference:  # each dataset's row ends with the floor's cell
+        ends = {d: floor.cell(d, floor.LABEL, reference.get((d,), {}).get("accuracy", []), digits) for d in datasets}
+        cells = [c for d in datasets for c in (*(c for c in cells if c["row"] == d), ends[d])]
     return make_table(cells, "Test accuracy (%): mean ± std over seeds (n seeds); best per dataset in bold",
-                      "dataset", ["— = no finished run", *split.notes()])
+                      "dataset", ["— = no finished run", *split.notes(), *([floor.NOTE] if reference else [])])
 
 
 def ablation(frame: pd.DataFrame, digits: int = DIGITS, include_collapsed: bool = False) -> pd.DataFrame:
