@@ -17,6 +17,7 @@ from bench.evaluators.checklist import ChecklistEvaluator
 from bench.evaluators.contrast import ContrastSets
 from bench.evaluators.representation import Representation
 from bench.evaluators.scripted import FunctionClassifier, KeywordClassifier
+from bench.evaluators.tfidf import TfidfReference
 from bench.registry import EVALUATORS
 from bench.results import runfiles, store
 from bench.running.evaluation import artefact_folder, evaluate_run
@@ -168,6 +169,7 @@ def builtin_cases(tmp_path: Path) -> list[tuple[Evaluator, EvalContext]]:
         (textfooler(), ctx("adaptive", keyword_classifier(), text_data(PAIRS))),
         (textfooler(), ctx("transfer", keyword_classifier(), text_data(PAIRS), attack_mode="transfer",
                            attack_source="source")),
+        (TfidfReference(), ctx("tfidf", None, make_data(BINARY))),  # scores no model; caches under the cache
     ]
 
 

@@ -48,7 +48,7 @@ def count_fits(monkeypatch) -> list[int]:
 
 def test_rows_are_test_accuracy_and_macro_f1_with_the_draw_and_the_chosen_c(tiny, tmp_path):
     ctx = context(tiny, tmp_path)
-    rows = tfidf.TfidfReference().evaluate(ctx)
+    rows = tfidf.TfidfReference().evaluate(ctx).rows
     assert [r["metric"] for r in rows] == ["accuracy", "macro_f1"]
     assert {r["split"] for r in rows} == {"test"} and {r["n"] for r in rows} == {len(ctx.data.test)}
     assert all(0 <= r["value"] <= 1 for r in rows) and rows[0]["value"] > 0.5  # the fixture is easy for words
@@ -74,12 +74,12 @@ def test_the_settings_name_the_hyperparameters(tiny, tmp_path):
 
 def test_a_second_run_on_the_same_draw_reads_the_cache_another_draw_fits_again(tiny, tmp_path, monkeypatch):
     calls = count_fits(monkeypatch)
-    first = tfidf.TfidfReference().evaluate(context(tiny, tmp_path))
-    second = tfidf.TfidfReference().evaluate(context(tiny, tmp_path))  # another method's shard, same draw
+    first = tfidf.TfidfReference().evaluate(context(tiny, tmp_path)).rows
+    second = tfidf.TfidfReference().evaluate(context(tiny, tmp_path)).rows  # another method's shard, same draw
     assert len(calls) == 1 and first == second
     assert len(list((tmp_path / "cache" / tfidf.CACHE_FOLDER).glob("*.json"))) == 1
     other = load_dataset(str(tiny), None, 1, 0.1)  # another carve: another draw
-    third = tfidf.TfidfReference().evaluate(context(tiny, tmp_path, other))
+    third = tfidf.TfidfReference().evaluate(context(tiny, tmp_path, other)).rows
     assert len(calls) == 2 and third[0]["draw"] != first[0]["draw"]
 
 

@@ -16,7 +16,7 @@ import numpy as np
 
 from bench.data.textdata import Split, TextData
 from bench.errors import SkipEvaluator
-from bench.evaluators.base import EvalContext, EvalOptions, Evaluator
+from bench.evaluators.base import EvalContext, EvalOptions, Evaluation, Evaluator
 from bench.registry import EVALUATORS
 from bench.results.atomic import write_json
 
@@ -106,7 +106,7 @@ class TfidfReference(Evaluator):
         return {**super().settings(options), "ngram_range": list(NGRAMS), "sublinear_tf": True, "min_df": MIN_DF,
                 "c_grid": list(C_GRID), "default_c": DEFAULT_C, "max_iter": MAX_ITER, "random_state": RANDOM_STATE}
 
-    def evaluate(self, ctx: EvalContext) -> list[dict[str, Any]]:
+    def evaluate(self, ctx: EvalContext) -> Evaluation:
         """Test accuracy and macro-F1 of the reference (fitted once per draw and texts, then read from the
         cache), with the draw's id, the chosen C and the seconds the fit took."""
         data = ctx.data
@@ -121,4 +121,4 @@ class TfidfReference(Evaluator):
             write_json(path, result)
         common = {"split": "test", "n": int(result["n"]), "label": "", "note": "", "draw": draw_id(data),
                   "tfidf_c": float(result["c"]), "fit_seconds": float(result["seconds"])}
-        return [{**common, "metric": metric, "value": float(result[metric])} for metric in METRICS]
+        return Evaluation([{**common, "metric": metric, "value": float(result[metric])} for metric in METRICS])
