@@ -488,8 +488,13 @@ def test_verify_finds_and_removes_a_damaged_lease(sweep):
     path.write_bytes(b"\x00garbage\xff")
     old = time.time() - 60
     os.utime(path, (old, old))
+    found_then_removed(sweep, f"{victim.name}/{lease.LEASE}", path)
+
+
+def found_then_removed(sweep, where: str, path: Path) -> None:
+    """`clbench verify` names `where` (exit 1); `--repair` removes `path` (exit 0); then nothing is left."""
     code, out, err = sweep.verify()
-    assert code == 1 and f"{victim.name}/{lease.LEASE}: " in out, out + err
+    assert code == 1 and f"{where}: " in out, out + err
     code, out, err = sweep.verify("--repair")
     assert code == 0 and not path.exists(), out + err
     code, out, err = sweep.verify()
@@ -501,12 +506,7 @@ def test_verify_removes_leftover_temporary_files(sweep):
     victim = sweep.run_dir("ce", 2)
     leftover = victim / ".rows.json.abc.tmp"
     leftover.write_bytes(b"[{\"torn")
-    code, out, err = sweep.verify()
-    assert code == 1 and f"{victim.name}/.rows.json.abc.tmp: " in out, out + err
-    code, out, err = sweep.verify("--repair")
-    assert code == 0 and not leftover.exists(), out + err
-    code, out, err = sweep.verify()
-    assert code == 0 and "no problems" in err, out + err
+    found_then_removed(sweep, f"{victim.name}/.rows.json.abc.tmp", leftover)
 
 
 def test_verify_regathers_a_table_that_lacks_a_run(sweep):
@@ -556,7 +556,7 @@ def test_check_accepts_the_new_and_the_previous_content_only(tmp_path):
     write(tmp_path, "a.json", b'{"v": 1}')
     manifest.record(tmp_path, tmp_path / "a.json", *manifest.digest_bytes(b'{"v": 22}'))  # killed before the rename
     listing = manifest.load(tmp_path)
-    manifest.check(tmp_path, "a.json", listing)  # the old content, by size
+    assert runfiles.size_problems(tmp_path, listing) == []  # the old content, by size (a stat)
     manifest.check(tmp_path, "a.json", listing, b'{"v": 1}')
     manifest.check(tmp_path, "a.json", listing, b'{"v": 22}')
     manifest.check_file(tmp_path, "a.json", listing)
@@ -570,8 +570,9 @@ def test_check_accepts_the_new_and_the_previous_content_only(tmp_path):
     assert caught.value.name == "a.json" and caught.value.run_dir == tmp_path
     (tmp_path / "a.json").unlink()
     with pytest.raises(Damaged, match="missing"):
-        manifest.check(tmp_path, "a.json", listing)
-    manifest.check(tmp_path, "other.json", listing)
+        manifest.check_file(tmp_path, "a.json", listing)
+    assert ["missing" in d.what for d in runfiles.size_problems(tmp_path, listing)] == [True]
+    manifest.check(tmp_path, "other.json", listing, b"[]")
 
 
 def test_damaged_manifest_is_damaged_and_replaced_on_the_next_record(tmp_path):

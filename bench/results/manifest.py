@@ -127,21 +127,22 @@ def expected(entry: dict[str, Any]) -> list[tuple[int, str]]:
     return pairs
 
 
-def check(run_dir: Path, name: str, manifest: dict[str, Any] | None, data: bytes | None = None) -> None:
-    """Damaged unless the file `name` of the run agrees with its manifest entry: its size (a stat) and, when its
-    bytes are given (it is being read anyway), its hash. A file the manifest does not list passes."""
+def check(run_dir: Path, name: str, manifest: dict[str, Any] | None, data: bytes) -> None:
+    """Damaged unless the bytes `data` just read from the run file `name` agree with its manifest entry: its size
+    and hash. A file the manifest does not list passes."""
     entry = (manifest or {}).get("files", {}).get(name)
     if entry is None:
         return
     pairs = expected(entry)
-    try:
-        size = len(data) if data is not None else (Path(run_dir) / name).stat().st_size
-    except FileNotFoundError:
-        raise Damaged(run_dir, name, f"missing; its manifest lists {pairs[0][0]} bytes") from None
-    if size not in {s for s, _ in pairs}:
-        raise Damaged(run_dir, name, f"{size} bytes, {pairs[0][0]} expected")
-    if data is not None and hashlib.sha256(data).hexdigest() not in {h for _, h in pairs}:
+    if len(data) not in {s for s, _ in pairs}:
+        raise Damaged(run_dir, name, f"{len(data)} bytes, {pairs[0][0]} expected")
+    if hashlib.sha256(data).hexdigest() not in {h for _, h in pairs}:
         raise Damaged(run_dir, name, "its content differs from what was written (SHA-256 mismatch)")
+
+
+def missing(run_dir: Path, name: str, entry: dict[str, Any]) -> Damaged:
+    """The damage of a file its manifest lists that is not there."""
+    return Damaged(run_dir, name, f"missing; its manifest lists {entry.get('size')} bytes")
 
 
 def check_entry(run_dir: Path, name: str, entry: dict[str, Any], hash_it: bool, trust_stat: bool) -> None:
@@ -169,7 +170,7 @@ def check_file(run_dir: Path, name: str, manifest: dict[str, Any] | None) -> Non
     try:
         check_entry(run_dir, name, entry, hash_it=True, trust_stat=False)
     except FileNotFoundError:
-        raise Damaged(run_dir, name, f"missing; its manifest lists {entry.get('size')} bytes") from None
+        raise missing(run_dir, name, entry) from None
 
 
 def move_aside(run_dir: Path, names: list[str], what: str) -> str:

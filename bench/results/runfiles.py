@@ -10,7 +10,7 @@ import json
 import os
 import zipfile
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from bench.errors import BenchError
 from bench.results import atomic, manifest
@@ -188,18 +188,9 @@ def problems(run_dir: Path, deep: bool = False) -> list[Damaged]:
     except Damaged as damage:
         found.append(damage)
         listing = None
-    for name, entry in sorted((listing or {}).get("files", {}).items()):
-        try:
-            # the hash it was written with (so it parses): every file when `deep`; else all but the torch files
-            # (hashed when loaded), and only those whose stat changed since they were written
-            manifest.check_entry(run_dir, name, entry, hash_it=deep or not name.endswith(".pt"), trust_stat=not deep)
-        except FileNotFoundError:
-            if name in (CHECKPOINT, MODEL) or name.startswith(EVALS + "/"):
-                continue  # removed on purpose (a finished run's checkpoint, a model deleted to save space:
-                # no-model); an evaluation killed before its file landed is redone
-            found.append(Damaged(run_dir, name, f"missing; its manifest lists {entry.get('size')} bytes"))
-        except Damaged as damage:
-            found.append(damage)
+    # the hash it was written with (so it parses): every file when `deep`; else all but the torch files (hashed
+    # when loaded), and only those whose stat changed since they were written
+    found += listed_problems(run_dir, listing, lambda name: deep or not name.endswith(".pt"), trust_stat=not deep)
     listed = set((listing or {}).get("files", {}))
     for name in unlisted(run_dir, listed, deep):
         try:
@@ -212,13 +203,23 @@ def problems(run_dir: Path, deep: bool = False) -> list[Damaged]:
 def size_problems(run_dir: Path, listing: dict[str, Any] | None) -> list[Damaged]:
     """The listed files of a finished run that are missing or of another size than recorded: a stat each, no
     read (what the gathered table checks besides the files it reads, verified, anyway)."""
+    return listed_problems(Path(run_dir), listing, lambda name: False, trust_stat=True)
+
+
+def listed_problems(run_dir: Path, listing: dict[str, Any] | None, hashed: Callable[[str], bool],
+                    trust_stat: bool) -> list[Damaged]:
+    """The files `listing` (a run's manifest) names that are missing or of another size, or, for the names
+    `hashed` picks, of another hash (`manifest.check_entry`). Missing on purpose is not damage: a finished run's
+    checkpoint, a model deleted to save space (no-model), an evaluation killed before its file landed (redone)."""
     found = []
-    for name in sorted((listing or {}).get("files", {})):
-        if (run_dir / name).exists() or name not in (CHECKPOINT, MODEL) and not name.startswith(EVALS + "/"):
-            try:
-                manifest.check(run_dir, name, listing)
-            except Damaged as damage:
-                found.append(damage)
+    for name, entry in sorted((listing or {}).get("files", {}).items()):
+        try:
+            manifest.check_entry(run_dir, name, entry, hash_it=hashed(name), trust_stat=trust_stat)
+        except FileNotFoundError:
+            if name not in (CHECKPOINT, MODEL) and not name.startswith(EVALS + "/"):
+                found.append(manifest.missing(run_dir, name, entry))
+        except Damaged as damage:
+            found.append(damage)
     return found
 
 
