@@ -30,6 +30,16 @@ def test_the_command_line_wording_becomes_the_apis():
     assert api_terms("re-run them with another --lr or more --epochs") == \
         "re-run them with another lr= or more epochs="
     assert api_terms("kept by your --filter collapsed=...: marked †") == "kept by include_collapsed=True: marked †"
+    assert api_terms("no rows in the selection; run `clbench run` or loosen --filter") == \
+        "no rows in the selection; run `clbench run` or load more rows (load_results' filters=)"
+    assert api_terms("not among the methods: ce (use --baseline)") == "not among the methods: ce (use baseline=)"
+
+
+def test_an_error_on_an_empty_frame_names_filters_not_the_flag(folder):
+    rows = clbench.load_results(folder, filters=["method=ce"]).iloc[0:0]
+    with pytest.raises(BenchError) as error:
+        clbench.table(rows, "paper-ii")
+    assert "filters=" in str(error.value) and "--filter" not in str(error.value), str(error.value)
 
 
 def test_table_notes_and_warnings_name_include_collapsed(folder):

@@ -24,9 +24,11 @@ WHAT = "the model predicts one class whatever the input: not a result"
 BRING_BACK = "--filter collapsed=0,1"
 KEPT_BY = "your --filter collapsed=..."
 # The command's words in these lines -> the Python API's (bench.api: compare and table take include_collapsed=True;
-# run takes lr= and epochs=), so that a script sees its own keywords in the same sentences.
+# run takes lr= and epochs=; load_results takes filters=), so that a script sees its own keywords in the same sentences.
 API_TERMS = {BRING_BACK: "include_collapsed=True", KEPT_BY: "include_collapsed=True", "--lr": "lr=",
-             "--epochs": "epochs="}
+             "--epochs": "epochs=", "loosen --filter": "load more rows (load_results' filters=)",
+             "use --baseline": "use baseline=", "with --filter config_hash=...":
+             "with load_results(filters=['config_hash=...'])"}
 MARK = "†"
 
 

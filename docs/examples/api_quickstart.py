@@ -3,7 +3,8 @@
 # Train two methods on the tiny data set that ships with the checkout, read the rows back and compare the
 # methods with ce, as `clbench run` and `clbench report --table compare` would (docs/API.md). Tiny scale: a
 # random 2-layer BERT, 45 training texts, 2 epochs, about a minute on a CPU; its numbers show the mechanics,
-# not the methods. For a real comparison: datasets=["sst2"], encoder="minilm", seeds=[1, 2, 3], no epochs=.
+# not the methods. For a real comparison: datasets=["sst2"], encoder="minilm", seeds=[1, 2, 3], no epochs=, and
+# data_dir= a folder holding sst2/ (train.jsonl, test.jsonl) where the Hugging Face Hub is out of reach.
 # Run it as a script (python docs/examples/api_quickstart.py) or cell by cell (# %%) in an editor.
 
 # %%
