@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 
 from bench.errors import BenchError
-from bench.reporting import budgetplot, htmlfigures
+from bench.reporting import budgetplot, figures, htmlfigures
 from bench.reporting.budgetplot import budget_plot, expected_max
 from bench.reporting.resultsview import normalise
 from bench.results import store
@@ -46,6 +46,11 @@ def grid(scores: dict[str, dict[str, list[float]]], seeds=(1, 2), **kwargs) -> p
     """method -> combo -> validation accuracy per seed."""
     return frame_of(*(run(method, seed, combo, values[i], **kwargs) for method, combos in scores.items()
                       for combo, values in combos.items() for i, seed in enumerate(seeds)))
+
+
+def said(plot) -> str:
+    """The figure's title and caption as one line."""
+    return " ".join(f"{plot.figure.get_suptitle()} {figures.caption_of(plot.figure)}".split())
 
 
 def curve(plot, method: str, dataset: str = "sst2") -> pd.DataFrame:
@@ -106,7 +111,8 @@ def test_seeds_are_averaged_per_combination_and_methods_get_their_own_budget():
     assert ax.get_xlabel() == "knob combinations tried (n)"
     assert [line.get_label() for line in ax.get_lines()] == ["ce", "supcon"]
     assert all(float(t).is_integer() for t in ax.get_xticks())
-    title = " ".join(plot.figure.get_suptitle().split())
+    assert plot.figure.get_suptitle() == budgetplot.TITLE                 # one line; the details in the caption
+    title = said(plot)
     assert "Expected maximum validation accuracy" in title and "Dodge et al. 2019" in title
     assert "validation scores, not test" in title and "mean over seeds 1,2" in title
     assert "one combination (one point, its validation accuracy): ce" in title
@@ -130,8 +136,7 @@ def test_selection_seeds_panels_filters_and_regimes():
     assert [ax.get_title() for ax in plot.figure.axes] == ["sst2 · minilm", "trec[n=100] · minilm"]
     assert curve(plot, "ce")["expected_max"].iloc[0] == pytest.approx((70.0 + 60.0) / 2)  # seed 3 left out
     assert len(plot.figure.legends) == 1
-    assert "one combination (one point, its validation accuracy): ce on trec[n=100] (minilm)" in " ".join(
-        plot.figure.get_suptitle().split())
+    assert "one combination (one point, its validation accuracy): ce on trec[n=100] (minilm)" in said(plot)
     only = budget_plot(frame, filters=["dataset=trec"])
     assert only.stem == "budget_dataset-trec" and set(only.data["dataset"]) == {"trec[n=100]"}
     uneven = budget_plot(frame)  # sst2: 3 seeds, trec: 2 seeds
@@ -143,7 +148,7 @@ def test_collapsed_runs_are_left_out_and_named():
     frame["collapsed"] = (frame["combo"] == "c").astype(int)
     plot = budget_plot(frame)
     assert set(plot.data["combinations"]) == {2}
-    assert "left out of every mean: 2 collapsed run(s)" in plot.figure.get_suptitle()
+    assert "left out of every mean: 2 collapsed run(s)" in said(plot)
     assert set(budget_plot(frame, filters=["collapsed=0,1"]).data["combinations"]) == {3}
 
 

@@ -48,8 +48,8 @@ def point(plot: figures.Plot, method: str, x: float, facet: str | None = None) -
 
 
 def heading(plot: figures.Plot) -> str:
-    """The figure's title and notes as one line (however they are wrapped)."""
-    return " ".join(plot.figure.get_suptitle().split())
+    """The figure's title and caption as one line (however they are wrapped)."""
+    return " ".join(f"{plot.figure.get_suptitle()} {figures.caption_of(plot.figure)}".split())
 
 
 def test_mean_and_t_interval_over_three_seeds():
@@ -67,6 +67,7 @@ def test_mean_and_t_interval_over_three_seeds():
     assert built.figure.axes[0].get_xscale() == "log"
     assert [t.get_text() for t in built.figure.axes[0].get_xticklabels()] == ["20", "100"]
     assert "95% t-interval" in heading(built)
+    assert built.figure.get_suptitle() == "Test accuracy by training-set size"   # one line; details below
 
 
 def test_macro_f1_and_stem_names():

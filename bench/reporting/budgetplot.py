@@ -23,7 +23,7 @@ from matplotlib.ticker import MaxNLocator
 
 from bench.errors import BenchError
 from bench.reporting.collapsed import MARK, asked_for, flag_runs, split_runs
-from bench.reporting.figures import Plot, facet_grid, styled
+from bench.reporting.figures import Plot, add_caption, facet_grid, styled
 from bench.reporting.plotdata import PERCENT
 from bench.reporting.render import filters_slug
 from bench.reporting.resultsview import apply_filters, with_regimes
@@ -34,6 +34,7 @@ COLUMNS = ["dataset", "encoder", "method", "combinations", "seeds", "n", "expect
 SCORE_COLUMNS = [*GROUP, "combo", "score", "seeds"]
 CITATION = "Dodge et al. 2019"
 GRID_HINT = "e.g. `clbench run ... --grid supcon.tau=0.1,0.3 --grid lr=2e-5,5e-5`"
+TITLE = "Expected best validation accuracy by tuning budget"
 WHAT = (f"Expected maximum validation accuracy of n knob combinations drawn at random (with replacement) from "
         f"those each method ran, ± 1 std of that maximum ({CITATION})")
 READ = ("validation scores, not test: methods at the same n had the same tuning budget; a curve ends at the "
@@ -166,9 +167,8 @@ def budget_plot(frame: pd.DataFrame, filters: list[str] | None = None, seeds: li
                                 for d, e, m in zip(single["dataset"], single["encoder"], single["method"])
                                 if m not in everywhere)]
         lines.append(f"one combination (one point, its validation accuracy): {', '.join(named)}")
-    width = round(figure.get_figwidth() * 18)  # characters of 7-point text across the figure
-    text = [textwrap.fill(line, width) for line in lines] + split.notes()
-    figure.suptitle("\n".join(text), fontsize=7)
+    figure.suptitle(TITLE)
+    add_caption(figure, [*lines, *split.notes()])
     return Plot(budget_stem(filters, seeds), figure, data)
 
 
@@ -187,7 +187,7 @@ def draw(data: pd.DataFrame, marked: set[tuple]) -> Any:
     for ax in axes[len(facets):]:
         ax.remove()
     handles = [Line2D([], [], color=palette[m], marker="o", markersize=3) for m in methods]
-    figure.legend(handles, methods, loc="outside lower center", ncol=min(4, len(methods)))
+    figure.legend(handles, methods, loc="outside right upper")
     return figure
 
 

@@ -10,7 +10,6 @@ them as seeds would be wrong.
 from __future__ import annotations
 
 import math
-import textwrap
 from typing import Any
 
 import numpy as np
@@ -22,7 +21,7 @@ from scipy import stats
 
 from bench.errors import BenchError
 from bench.reporting.collapsed import MARK
-from bench.reporting.figures import Plot, facet_grid, styled
+from bench.reporting.figures import Plot, add_caption, facet_grid, styled
 from bench.reporting.provenance_notes import fixed_draw_runs
 from bench.reporting.plotdata import select_rows
 from bench.reporting.render import filters_slug
@@ -33,6 +32,7 @@ from bench.reporting.tables import method_key
 X_DIMENSIONS = ("train_size", "shots", "label_noise")
 SWEEP = {"train_size": "--train-size 20,100,1000", "shots": "--shots 5,10,50",
          "label_noise": "--label-noise 0,0.1,0.2,0.4"}
+TITLE_X = {"train_size": "training-set size", "shots": "shots per class", "label_noise": "label noise"}
 AXIS = {"train_size": "training examples (log scale)", "shots": "training examples per class (log scale)",
         "label_noise": "training labels flipped (%)"}
 DATA_COLUMNS = ["base_dataset", "encoder", "facet", "method", "x", "n", "mean", "low", "high"]
@@ -204,8 +204,8 @@ def curve_plot(frame: pd.DataFrame, x: str = "train_size", metric: str = "accura
     lines = [f"{what}: mean over runs (seed x draw), {LEVEL:.0%} t-interval over runs" + (", clipped to [0, 100]"
                                                                                        if percent else ""),
              *([seeds] if seeds else []), *draw_line(rows), *notes, *split.notes()]
-    width = round(figure.get_figwidth() * 18)  # characters of 7-point text across the figure
-    figure.suptitle("\n".join(textwrap.fill(line, width) for line in lines), fontsize=7)
+    figure.suptitle(f"{what[0].upper()}{what[1:]} by {TITLE_X[x]}")
+    add_caption(figure, lines)
     return Plot(curve_stem(x, metric, filters), figure, data)
 
 
@@ -220,7 +220,7 @@ def draw(data: pd.DataFrame, x: str, marked: set[tuple]) -> Any:
     for ax in axes[len(facets):]:
         ax.remove()
     handles = [Line2D([], [], color=palette[m], marker="o", markersize=3.5) for m in methods]
-    figure.legend(handles, methods, loc="outside lower center", ncol=min(4, len(methods)))
+    figure.legend(handles, methods, loc="outside right upper")
     return figure
 
 

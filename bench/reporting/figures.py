@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import textwrap
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,6 +35,7 @@ METADATA = {"png": {"Software": None}, "pdf": {"CreationDate": None, "ModDate": 
 COLUMN_WIDTH = 3.3  # inches: one paper column
 PAGE_WIDTH = 7.0  # inches: two columns (grids)
 ANNOTATE_MAX = 12  # heatmaps with more classes than this are not annotated
+CAPTION_CHARS_PER_INCH = 18  # characters of a 7 pt caption line per inch of figure width
 LABEL_CHARS = 18  # longer class names are shortened with an ellipsis
 STYLE = {
     "font.size": 8, "axes.titlesize": 8, "axes.labelsize": 8, "xtick.labelsize": 7, "ytick.labelsize": 7,
@@ -104,6 +106,19 @@ def new_figure(width: float, height: float) -> Figure:
     figure = Figure(figsize=(width, height), layout="constrained")
     FigureCanvasAgg(figure)
     return figure
+
+
+def add_caption(figure: Figure, lines: Sequence[str]) -> None:
+    """The figure's details (what is drawn, how to read it, what was left out) in small grey type under its
+    panels, wrapped to its width, so that its title stays one line; constrained layout makes room."""
+    width = round(figure.get_figwidth() * CAPTION_CHARS_PER_INCH)
+    figure.supxlabel("\n".join(textwrap.fill(line, width) for line in lines if line), fontsize=7, color="0.3")
+
+
+def caption_of(figure: Figure) -> str:
+    """A figure's caption as one line ('' when it has none)."""
+    label = getattr(figure, "_supxlabel", None)
+    return " ".join(label.get_text().split()) if label is not None else ""
 
 
 def facet_grid(facets: int, methods: Sequence[str], extra_height: float) -> tuple[Figure, np.ndarray, dict[str, Any]]:

@@ -2,8 +2,8 @@
 mean ± std over seeds of a test metric, one panel per dataset.
 
 Legible at a glance: a one-line title, one marker per method point (its mean, with its error bar), the seeds as
-small dots in the method's colour on the point's own x (only when there are two or more: a single seed is the
-point itself), and the details (what the bars are, open markers, collapsed runs) as a caption in small type
+small dots in the method's colour in a short row just right of their point (clear of its marker and error
+bar, so no seed hides behind the mean; only when there are two or more: a single seed is the point itself), and the details (what the bars are, open markers, collapsed runs) as a caption in small type
 under the panels.
 """
 
@@ -25,7 +25,7 @@ from bench.reporting.plotdata import (FEW_SEEDS, FEW_SEEDS_WHY, PERCENT, is_frac
                                       summary_frame)
 
 CAPTION_CHARS = 62  # a 7 pt caption line across one paper column
-SEED_SPREAD = 0.12  # seed dots lie within ± this of their point's x
+SEED_GAP = (0.1, 0.24)  # seed dots lie this far right of their point's x: clear of its marker and caps
 SUMMARY_BARS = "mean ± 1 sample std over seeds (ddof 1; no bar for one seed); small dots: single seeds"
 
 
@@ -102,14 +102,14 @@ def summary_plot(rows: Sequence[dict[str, Any]], metric: str = "accuracy",
 def draw_summary_facet(ax: Axes, frame: pd.DataFrame, selected: pd.DataFrame, palette: dict[str, Any],
                        several_encoders: bool, marked: set[tuple[str, str]] = frozenset(), scale: float = 1.0) -> None:
     """One dataset: per method (and encoder) one marker at its mean with a std error bar, and, for two or more
-    seeds, the seeds as small dots of its colour around its own x; values times `scale`; a cell of fewer than
+    seeds, the seeds as small dots of its colour just right of it (SEED_GAP); values times `scale`; a cell of fewer than
     FEW_SEEDS seeds has an open marker; the labels of marked (encoder, method) pairs, whose mean includes a
     collapsed run, end in † (collapsed.MARK)."""
     for x, entry in enumerate(frame.itertuples(index=False)):
         values = selected[(selected["method"] == entry.method) & (selected["encoder"] == entry.encoder)]["value"]
         colour = palette[entry.method]
         if len(values) > 1:
-            offsets = np.linspace(-SEED_SPREAD, SEED_SPREAD, len(values))
+            offsets = np.linspace(*SEED_GAP, len(values))
             ax.scatter(x + offsets, scale * values.to_numpy(dtype=float), s=5, color=colour, alpha=0.45,
                        linewidths=0, zorder=2)
         ax.errorbar(x, scale * entry.mean, yerr=None if math.isnan(entry.std) else scale * entry.std, fmt="o",
