@@ -125,6 +125,21 @@ def test_the_page_of_every_run_names_each_combination(results, quick):
     assert 'id="selection"' not in text and "every run (no --select-by)" in text
 
 
+def test_without_select_by_ranking_cost_and_compare_never_pool_a_methods_combinations(results, quick):
+    text = build_report(results, resamples=RESAMPLES).text
+    said = "methods that ran several knob combinations (supcon on mr · minilm (2))"
+    for name in ("ranking", "cost", "compare"):
+        body = section(text, name)
+        assert said in body and "--select-by validation" in body, name
+    supcon_row = '<td class="left">supcon</td>'
+    assert supcon_row not in section(text, "cost") and '<td class="left">ce</td>' in section(text, "cost")
+    chosen = build_report(results, resamples=RESAMPLES, select_by="validation").text
+    assert "several knob combinations" not in chosen                     # the choice leaves one per method
+    assert supcon_row in section(chosen, "cost")
+    alone = build_report(results, ["method=supcon"], resamples=RESAMPLES).text   # nothing left to rank: a note
+    assert said in section(alone, "ranking")
+
+
 def test_select_by_validation_shows_the_chosen_combination_its_knobs_and_budget(results, quick):
     report = build_report(results, resamples=RESAMPLES, select_by="validation")
     text = report.text

@@ -32,7 +32,8 @@ from bench.errors import BenchError
 from bench.reporting import floor, stats, tables
 from bench.reporting.htmlboard import cost_section, datasets_section, ranking_section
 from bench.reporting.htmlfigures import budget_figure, first_seed_runs, method_figures, summary_figure
-from bench.reporting.htmlgrid import confusion_diff_section, main_table, selection_meta, selection_section
+from bench.reporting.htmlgrid import (confusion_diff_section, main_table, one_combination, selection_meta,
+                                      selection_section)
 from bench.reporting.collapsed import BRING_BACK, MARK, WHAT, asked_for, flag_runs, split_runs, warning_lines
 from bench.reporting.htmlparts import badge, cells_table, esc, frame_table, note, notes_list, page, without_paths
 from bench.reporting.leaderboard import accuracy_cells
@@ -314,18 +315,21 @@ def build_report(source: Path | str, filters: list[str] | None = None, baseline:
                                   for w in mix_warnings(tables.table_rows(name, kept))))
     generated = generated or datetime.now(timezone.utc).replace(microsecond=0)
     page_dir = Path(page_dir) if page_dir is not None else None
-    compared = comparison(frame, source, baseline, resamples, include, settings)
+    pooled, left_out = (frame, "") if selection is not None else one_combination(frame)  # a grid: never pooled
+    compared = comparison(pooled, source, baseline, resamples, include, settings)
     budgets = budget_figure(every, filters)  # every combination tried: '' when no method ran several
-    built = notes_list(provenance_notes(table_runs("paper-ii", frame, include), frame))  # ranking's and cost's runs
+    built = notes_list(provenance_notes(table_runs("paper-ii", pooled, include), pooled))  # ranking's and cost's runs
+    built = (note(left_out) if left_out else "") + built
     sections = [
         *([("selection", "Knobs chosen by validation", selection_section(selection))] if selection else []),
         ("accuracy", "Test accuracy", accuracy_section(frame, filters, include)),
-        ("ranking", "Ranking across datasets", ranking_section(frame, source, page_dir, include) + built),
-        ("cost", "Cost", cost_section(frame, source, page_dir, include) + built),
+        ("ranking", "Ranking across datasets", ranking_section(pooled, source, page_dir, include) + built),
+        ("cost", "Cost", cost_section(pooled, source, page_dir, include) + built),
         *([("budgets", "Tuning budgets", budgets)] if budgets else []),
         ("datasets", "Datasets and methods", datasets_section(kept, source, page_dir)),
         ("ablation", "Ablation", ablation_section(frame, include)),
-        ("compare", f"Comparison with {baseline}", compare_section(compared, baseline)),
+        ("compare", f"Comparison with {baseline}",
+         compare_section(compared, baseline) + (note(left_out) if left_out else "")),
         ("confusion-diff", f"Confusion change vs {baseline}", confusion_diff_section(source, frame, baseline, include)),
         ("vs-paper", "Published numbers", vs_paper_section(frame, include)),
         ("robustness", "Robustness", robustness_section(frame, include)),

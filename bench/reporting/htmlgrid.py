@@ -62,6 +62,27 @@ def knob_labels(runs: pd.DataFrame) -> tuple[dict[str, str], list[str]]:
     return labels, notes
 
 
+def one_combination(frame: pd.DataFrame) -> tuple[pd.DataFrame, str]:
+    """The rows of the methods that ran one knob combination on each dataset × encoder (a ranking, a cost or a
+    comparison may pool their seeds) and a note naming those left out ('' when none): pooling a method's
+    combinations would average runs that are not one setting, and picking one by test would choose on test."""
+    runs = frame.drop_duplicates("run_key") if "run_key" in frame else frame.iloc[0:0]
+    if runs.empty:
+        return frame, ""
+    combos = as_text(runs["combo"]) if "combo" in runs else pd.Series("", index=runs.index)  # "": one (old rows)
+    counts = runs.assign(_combo=combos).groupby(["dataset", "encoder", "method"])["_combo"].nunique()
+    several = counts[counts > 1]
+    if several.empty:
+        return frame, ""
+    keys = list(zip(frame["dataset"], frame["encoder"], frame["method"]))
+    kept = frame[[key not in several.index for key in keys]]
+    named = ", ".join(f"{m} on {d} · {e} ({n})" for (d, e, m), n in several.items())
+    return kept, (f"Left out: methods that ran several knob combinations ({named}). Pooling them would average "
+                  "runs of different settings, and picking one by its test score would choose on test; the main "
+                  "table shows each combination, and `clbench report --html --select-by validation` ranks, costs "
+                  "and compares the combination each method chose on validation.")
+
+
 def main_table(frame: pd.DataFrame, include: bool = False, digits: int = DIGITS) -> pd.DataFrame:
     """Test accuracy and macro-F1 (%, mean ± std over seeds) with one row per encoder × method × shown knobs and
     two columns per dataset; best per column in bold; collapsed runs as `bench.reporting.collapsed` says; the
