@@ -567,3 +567,15 @@ def test_demo_is_a_benchmark_of_the_command_line(monkeypatch, capsys):
     monkeypatch.setitem(perf.COMMANDS, "demo", lambda args: {"benchmark": "demo", "quiet": args.quiet})
     report, _ = run_perf(capsys, "demo", "--quiet")
     assert report["benchmark"] == "demo" and report["quiet"] is True
+
+
+def test_floor_times_the_tfidf_floor_against_its_first_configuration(capsys, tiny):
+    report, _ = run_perf(capsys, "floor", "--datasets", str(tiny), "--encoder", "tiny-bert", "--rounds", "2",
+                         "--max-length", "16", "--quiet")
+    (entry,) = report["datasets"].values()
+    assert report["benchmark"] == "floor" and entry["classes"] == 3 and entry["train"] > 0
+    for variant in ("now", "first"):
+        assert len(entry[variant]["seconds"]) == 2 and entry[variant]["c"] in (0.1, 1.0, 10.0, 100.0)
+        assert 0 <= entry[variant]["test_accuracy"] <= 100 and entry[variant]["features"] > 0
+    medians = {v: float(np.median(entry[v]["seconds"])) for v in ("now", "first")}
+    assert entry["speedup"] == round(medians["first"] / medians["now"], 2)

@@ -16,6 +16,7 @@ import pytest
 from conftest import FAST
 from bench.catalog import evaluator_names
 from bench.data.loading import Split, load_dataset
+from bench.data.textdata import TextData
 from bench.evaluators import tfidf
 from bench.evaluators.base import EvalContext
 from bench.reporting import floor
@@ -68,8 +69,43 @@ def test_deterministic_and_c_chosen_on_validation_never_on_test(tiny, tmp_path):
 
 def test_the_settings_name_the_hyperparameters(tiny, tmp_path):
     settings = tfidf.TfidfReference().settings(context(tiny, tmp_path).options)
-    assert settings["version"] == 1 and settings["min_df"] == tfidf.MIN_DF and settings["c_grid"] == [0.1, 1, 10, 100]
+    assert settings["version"] == 2 and settings["min_df"] == tfidf.MIN_DF and settings["c_grid"] == [0.1, 1, 10, 100]
     assert settings["ngram_range"] == [1, 2] and settings["sublinear_tf"] is True
+    assert settings["model"] == "one-vs-rest logistic regression (liblinear)"
+    assert settings["large_vocabulary_min_df_2"] == tfidf.LARGE_VOCABULARY
+
+
+@pytest.mark.parametrize("cap, min_df", [(10**9, 1), (10, 2)])
+def test_features_equal_the_vectorizers_with_min_df_2_only_above_the_vocabulary_cap(tiny, monkeypatch, cap, min_df):
+    from sklearn.feature_extraction.text import TfidfVectorizer
+
+    data = load_dataset(str(tiny), None, 0, 0.1)
+    monkeypatch.setattr(tfidf, "LARGE_VOCABULARY", cap)
+    train, test = tfidf.featurise(data.train.texts, data.test.texts)
+    reference = TfidfVectorizer(ngram_range=(1, 2), sublinear_tf=True, min_df=min_df)
+    expected = reference.fit_transform(data.train.texts), reference.transform(data.test.texts)
+    for got, want in zip((train, test), expected):
+        assert got.shape == want.shape
+        assert np.allclose(got.toarray(), want.toarray(), atol=1e-12)
+    assert train.shape[1] > 10 if min_df == 1 else train.shape[1] < len(TfidfVectorizer(
+        ngram_range=(1, 2), min_df=1).fit(data.train.texts).vocabulary_)     # the cap dropped the singletons
+
+
+def test_one_binary_regression_per_class_and_one_for_two_classes(monkeypatch):
+    from sklearn.multiclass import OneVsRestClassifier
+
+    fitted = []
+    original = OneVsRestClassifier.fit
+    monkeypatch.setattr(OneVsRestClassifier, "fit", lambda self, X, y: fitted.append(self) or original(self, X, y))
+    words = ["alpha", "bravo", "charlie", "delta"]
+    for classes in (2, 4):
+        texts = [f"{words[i % classes]} token {j}" for j in range(12) for i in range(classes)]
+        labels = np.array([i % classes for _ in range(12) for i in range(classes)])
+        split = Split([str(i) for i in range(len(texts))], texts, labels)
+        data = TextData("toy", [str(i) for i in range(classes)], split, split, split, "toy", "toy", "toy")
+        assert tfidf.fit_and_score(data)["accuracy"] == 1.0
+        assert len(fitted[-1].estimators_) == (1 if classes == 2 else classes)
+        assert fitted[-1].estimators_[0].solver == "liblinear"
 
 
 def test_a_second_run_on_the_same_draw_reads_the_cache_another_draw_fits_again(tiny, tmp_path, monkeypatch):
@@ -128,6 +164,19 @@ def test_a_collapsed_run_gets_it_by_default_without_its_model(cli, tiny, results
     stored = [json.loads(p.read_text()) for p in (run / "evals").glob("*.json")]
     assert [(s["status"], s["rows"][0]["evaluator"]) for s in stored] == [("done", "tfidf")]  # the others: not run
     assert re.search(r"tf-idf \+ LR \(floor\)\s+1\s+\d+\.\d\d", out)  # the floor stands though ce collapsed
+
+
+def test_scored_later_without_its_model_it_reads_the_texts_the_model_saw(cli, tiny, tmp_path, monkeypatch):
+    seen: list[list[str]] = []
+    original = tfidf.fit_and_score
+    monkeypatch.setattr(tfidf, "fit_and_score", lambda data: seen.append(list(data.train.texts)) or original(data))
+    short = ["--methods", "ce", "--datasets", tiny, *FAST[:-4], "--max-length", "8", "--no-save-model"]
+    assert cli("run", *short, "--evaluators", "tfidf", "--results-dir", tmp_path / "during")[0] == 0
+    assert cli("run", *short, "--evaluators", "none", "--results-dir", tmp_path / "later")[0] == 0
+    assert cli("run", *short, "--evaluators", "tfidf", "--results-dir", tmp_path / "later")[0] == 0  # no model
+    during, later = seen
+    assert later == during                                       # cut by the encoder's tokenizer both times
+    assert during != list(load_dataset(str(tiny), None, 0, 0.1).train.texts)   # 8 tokens cut some texts
 
 
 # ----------------------------------------------------------------------------------------------- the tables

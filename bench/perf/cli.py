@@ -19,6 +19,7 @@
     python -m bench.perf vectors                                             # counter-fitting GloVe, SimLex-999
     python -m bench.perf data-scale --rows 1000000                           # load 1M short rows; copies per worker
     python -m bench.perf verify-cost --runs 1000                             # verifying stored files vs a no-op re-run
+    python -m bench.perf floor --datasets demo,sst2,20ng --data-dir DATA     # the TF-IDF floor vs its first version
 
 Rounds alternate between the variants so that machine noise hits both alike; the medians are compared.
 Models are set up as a real shard sets them up: deterministic kernels on a CPU only, the Trainer's length bucket
@@ -44,6 +45,7 @@ from bench.perf.concurrency import shards
 from bench.perf.data_scale import data_scale
 from bench.perf.estimate import run_estimate
 from bench.perf.fast_path import short_texts
+from bench.perf.floor import floor_bench
 from bench.perf.demo import demo
 from bench.perf.graphs import graphs_bench
 from bench.perf.fixed_cost import GRID_AXES, GRID_METHODS, grid_cost, shard_cost
@@ -65,7 +67,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], dict]] = {
     "throughput": throughput, "report": report, "short-texts": short_texts, "shards": shards,
     "shard-cost": shard_cost, "grid-cost": grid_cost, "compile": compile_bench, "estimate": run_estimate,
     "slurm": slurm_bench, "demo": demo, "vectors": vectors_bench, "profile": profile, "data-scale": data_scale,
-    "graphs": graphs_bench, "verify-cost": verify_cost}
+    "graphs": graphs_bench, "verify-cost": verify_cost, "floor": floor_bench}
 
 
 class Parser(StrictParser):
@@ -145,7 +147,8 @@ def build_parser() -> Parser:
                              "ce,clld-adaptive); shard-cost: the shard's method, profile: the method profiled "
                              "(default: ce)")
     parser.add_argument("--dataset", default="demo", help="a dataset card name or folder (default: demo)")
-    parser.add_argument("--datasets", default="trec,mr", help="short-texts: comma-separated (default: trec,mr)")
+    parser.add_argument("--datasets", default="trec,mr",
+                        help="short-texts, floor: comma-separated (default: trec,mr)")
     parser.add_argument("--data-dir", default=None)
     parser.add_argument("--encoder", default="minilm")
     parser.add_argument("--batch-size", type=int, default=None, help="default 32 (shard-cost: the dataset's)")

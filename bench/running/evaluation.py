@@ -196,9 +196,9 @@ def evaluate_run(spec: RunSpec, data: TextData, classifier: Classifier | None, r
     """Run each evaluator on a trained classifier (None: only evaluators that score no model) unless its rows for these settings, or a skip that still
     holds (`stored_status`), are stored already; the options as they apply to the run's data
     (`options_for_data`), its texts cut to what the model sees (bench.data.bounds: the classifier's bound, else
-    the run's max_length in characters)."""
+    the run's encoder's tokenizer, `encoder_bound`)."""
     options = options_for_data(options, data)
-    bound = getattr(classifier, "bound", None) or TextBound(spec.train.max_length)
+    bound = getattr(classifier, "bound", None) or encoder_bound(spec, data)
     data = bound_data(data, bound)
     outcomes = []
     for evaluator in evaluators:
@@ -313,6 +313,20 @@ def data_for_run(run_dir: Path, spec: RunSpec, data_dir: str | None) -> TextData
         data = load_dataset(name, last, spec.train.data_seed, spec.train.val_fraction)
     data.require_fingerprint(spec.data_fingerprint, f"run {spec.key}", "point --data-dir at the original files")
     return apply_regime(data, spec.train.regime(), spec.train.draw(spec.seed))
+
+
+def encoder_bound(spec: RunSpec, data: TextData) -> TextBound:
+    """What the run's model sees of a text, for evaluators that score no model: the run's encoder is built as
+    training built it (its tokenizer; the saved weights are not read). An encoder that cannot be built here
+    leaves the texts capped at the run's max_length in characters (bench.data.bounds), said in the log."""
+    from bench.encoders.models import build_encoder
+
+    try:
+        bundle = build_encoder(spec.encoder, data.train.texts, spec.train)
+    except BenchError as exc:
+        log.warning("%s: texts capped by characters, not cut by the encoder's tokenizer (%s)", spec.key, exc)
+        return TextBound(spec.train.max_length)
+    return TextBound(spec.train.max_length, bundle.tokenize_words)
 
 
 def load_run_classifier(run_dir: Path, spec: RunSpec, data: TextData, device: torch.device) -> ModelClassifier:
