@@ -22,15 +22,15 @@ from bench.results.atomic import write_json
 
 NGRAMS = (1, 2)      # words and word bigrams: the demo card's ~95% model
 # min_df 1: a few-label draw (20-100 texts) would lose most of its bigrams at 2. A vocabulary above
-# LARGE_VOCABULARY terms (long texts: 20ng 428k, r52 149k) keeps only terms of 2+ training texts (min_df 2: 159k,
-# 46k), which costs time there, not accuracy; SST-2 (81k) and the short-text sets keep every term
+# LARGE_VOCABULARY terms (long texts at 128 tokens: 20ng 267k, r52 151k) keeps only terms of 2+ training texts
+# (min_df 2: 95k, 46k), which costs time there, not accuracy; SST-2 (81k) and the short-text sets keep every term
 MIN_DF = 1
 LARGE_VOCABULARY = 100_000
 C_GRID = (0.1, 1.0, 10.0, 100.0)  # inverse regularisation, chosen on the run's validation split (never test)
 DEFAULT_C = 1.0  # scikit-learn's: taken without a validation split, preferred among C that tie on it
 # one binary logistic regression per class (one-vs-rest; a single one for two classes), liblinear's primal
 # solver: seconds where multinomial lbfgs carries features x classes weights through thousands of iterations
-# (r52, 52 classes: 275 s for the grid); see docs/EVALUATORS.md
+# (r52, 52 classes: 298 s for the grid, 37 s now); see docs/EVALUATORS.md
 SOLVER = "liblinear"
 MAX_ITER = 2000
 RANDOM_STATE = 0
