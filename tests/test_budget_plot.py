@@ -107,7 +107,7 @@ def test_seeds_are_averaged_per_combination_and_methods_get_their_own_budget():
     assert supcon["expected_max"].iloc[0] == pytest.approx((72 + 90 + 82) / 3)   # n = 1: the mean
     assert set(plot.data["seeds"]) == {"2"}
     (ax,) = plot.figure.axes
-    assert ax.get_title() == "sst2 · minilm" and ax.get_ylabel() == "expected max validation accuracy (%)"
+    assert ax.get_title() == "sst2 · minilm" and ax.get_ylabel() == "expected max val. accuracy (%)"
     assert ax.get_xlabel() == "knob combinations tried (n)"
     assert [line.get_label() for line in ax.get_lines()] == ["ce", "supcon"]
     assert all(float(t).is_integer() for t in ax.get_xticks())
@@ -135,7 +135,8 @@ def test_selection_seeds_panels_filters_and_regimes():
     assert plot.stem == "budget-seeds-1+2"
     assert [ax.get_title() for ax in plot.figure.axes] == ["sst2 · minilm", "trec[n=100] · minilm"]
     assert curve(plot, "ce")["expected_max"].iloc[0] == pytest.approx((70.0 + 60.0) / 2)  # seed 3 left out
-    assert len(plot.figure.legends) == 1
+    legends = [ax.get_legend() for ax in plot.figure.axes]              # one, in the first panel: every method
+    assert [[t.get_text() for t in lg.get_texts()] if lg else None for lg in legends] == [["ce", "supcon"], None]
     assert "one combination (one point, its validation accuracy): ce on trec[n=100] (minilm)" in said(plot)
     only = budget_plot(frame, filters=["dataset=trec"])
     assert only.stem == "budget_dataset-trec" and set(only.data["dataset"]) == {"trec[n=100]"}

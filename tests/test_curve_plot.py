@@ -93,7 +93,8 @@ def test_one_line_per_method_per_facet_with_colours_kept_across_facets():
         for line in lines:
             assert colours.setdefault(line.get_label(), line.get_color()) == line.get_color()
             assert list(line.get_xdata()) == [20, 100]
-    assert len(built.figure.legends) == 1
+    legends = [ax.get_legend() for ax in built.figure.axes]             # one, in the first panel: every method
+    assert [t.get_text() for t in legends[0].get_texts()] == ["ce", "clld"] and not any(legends[1:])
     assert built.data.groupby(["facet", "method"]).size().tolist() == [2, 2, 2, 2, 2]
     noisy = point(built, "clld", 100, "sst2 · minilm · noise 0.2")
     assert noisy["base_dataset"] == "sst2" and noisy["mean"] == pytest.approx(72.0)

@@ -125,8 +125,12 @@ def test_the_page_of_every_run_names_each_combination(results, quick):
     assert 'id="selection"' not in text and "every run (no --select-by)" in text
 
 
-def test_without_select_by_ranking_cost_and_compare_never_pool_a_methods_combinations(results, quick):
+def test_without_select_by_ranking_cost_and_compare_never_pool_a_methods_combinations(results, quick, monkeypatch):
+    drawn = []
+    monkeypatch.setattr(html, "summary_figure", lambda frame, filters: drawn.append(frame) or "")
     text = build_report(results, resamples=RESAMPLES).text
+    (figure,) = drawn                                                    # the accuracy figure: each combination apart
+    assert sorted(set(figure["method"])) == ["ce", "supcon (tau=0.1)", "supcon (tau=0.3)"]
     said = "methods that ran several knob combinations (supcon on mr · minilm (2))"
     for name in ("ranking", "cost", "compare"):
         body = section(text, name)

@@ -23,7 +23,7 @@ from matplotlib.ticker import MaxNLocator
 
 from bench.errors import BenchError
 from bench.reporting.collapsed import MARK, asked_for, flag_runs, split_runs
-from bench.reporting.figures import Plot, add_caption, facet_grid, styled
+from bench.reporting.figures import Plot, add_caption, facet_grid, method_legend, styled
 from bench.reporting.plotdata import PERCENT
 from bench.reporting.render import filters_slug
 from bench.reporting.resultsview import apply_filters, with_regimes
@@ -34,7 +34,7 @@ COLUMNS = ["dataset", "encoder", "method", "combinations", "seeds", "n", "expect
 SCORE_COLUMNS = [*GROUP, "combo", "score", "seeds"]
 CITATION = "Dodge et al. 2019"
 GRID_HINT = "e.g. `clbench run ... --grid supcon.tau=0.1,0.3 --grid lr=2e-5,5e-5`"
-TITLE = "Expected best validation accuracy by tuning budget"
+TITLE = "Expected best validation accuracy by budget"
 WHAT = (f"Expected maximum validation accuracy of n knob combinations drawn at random (with replacement) from "
         f"those each method ran, ± 1 std of that maximum ({CITATION})")
 READ = ("validation scores, not test: methods at the same n had the same tuning budget; a curve ends at the "
@@ -167,7 +167,7 @@ def budget_plot(frame: pd.DataFrame, filters: list[str] | None = None, seeds: li
                                 for d, e, m in zip(single["dataset"], single["encoder"], single["method"])
                                 if m not in everywhere)]
         lines.append(f"one combination (one point, its validation accuracy): {', '.join(named)}")
-    figure.suptitle(TITLE)
+    figure.suptitle(TITLE, fontsize="medium")
     add_caption(figure, [*lines, *split.notes()])
     return Plot(budget_stem(filters, seeds), figure, data)
 
@@ -183,11 +183,11 @@ def draw(data: pd.DataFrame, marked: set[tuple]) -> Any:
         draw_facet(ax, part, palette, {m for d, e, m in marked if (d, e) == (dataset, encoder)})
         ax.set_title(textwrap.fill(f"{dataset} · {encoder}", 34), fontsize="small")
         if index % columns == 0:
-            ax.set_ylabel("expected max validation accuracy (%)")
+            ax.set_ylabel("expected max val. accuracy (%)")
     for ax in axes[len(facets):]:
         ax.remove()
     handles = [Line2D([], [], color=palette[m], marker="o", markersize=3) for m in methods]
-    figure.legend(handles, methods, loc="outside right upper")
+    method_legend(axes[0], handles, methods)
     return figure
 
 

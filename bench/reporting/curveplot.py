@@ -21,7 +21,7 @@ from scipy import stats
 
 from bench.errors import BenchError
 from bench.reporting.collapsed import MARK
-from bench.reporting.figures import Plot, add_caption, facet_grid, styled
+from bench.reporting.figures import Plot, add_caption, facet_grid, method_legend, styled
 from bench.reporting.provenance_notes import fixed_draw_runs
 from bench.reporting.plotdata import select_rows
 from bench.reporting.render import filters_slug
@@ -204,7 +204,7 @@ def curve_plot(frame: pd.DataFrame, x: str = "train_size", metric: str = "accura
     lines = [f"{what}: mean over runs (seed x draw), {LEVEL:.0%} t-interval over runs" + (", clipped to [0, 100]"
                                                                                        if percent else ""),
              *([seeds] if seeds else []), *draw_line(rows), *notes, *split.notes()]
-    figure.suptitle(f"{what[0].upper()}{what[1:]} by {TITLE_X[x]}")
+    figure.suptitle(f"{what[0].upper()}{what[1:]} by {TITLE_X[x]}", fontsize="medium")
     add_caption(figure, lines)
     return Plot(curve_stem(x, metric, filters), figure, data)
 
@@ -220,7 +220,7 @@ def draw(data: pd.DataFrame, x: str, marked: set[tuple]) -> Any:
     for ax in axes[len(facets):]:
         ax.remove()
     handles = [Line2D([], [], color=palette[m], marker="o", markersize=3.5) for m in methods]
-    figure.legend(handles, methods, loc="outside right upper")
+    method_legend(axes[0], handles, methods)
     return figure
 
 

@@ -36,6 +36,7 @@ COLUMN_WIDTH = 3.3  # inches: one paper column
 PAGE_WIDTH = 7.0  # inches: two columns (grids)
 ANNOTATE_MAX = 12  # heatmaps with more classes than this are not annotated
 CAPTION_CHARS_PER_INCH = 18  # characters of a 7 pt caption line per inch of figure width
+CAPTION_LINE_INCHES = 0.12  # the height of one 7 pt caption line
 LABEL_CHARS = 18  # longer class names are shortened with an ellipsis
 STYLE = {
     "font.size": 8, "axes.titlesize": 8, "axes.labelsize": 8, "xtick.labelsize": 7, "ytick.labelsize": 7,
@@ -110,9 +111,18 @@ def new_figure(width: float, height: float) -> Figure:
 
 def add_caption(figure: Figure, lines: Sequence[str]) -> None:
     """The figure's details (what is drawn, how to read it, what was left out) in small grey type under its
-    panels, wrapped to its width, so that its title stays one line; constrained layout makes room."""
+    panels, wrapped to its width, so that its title stays one line; the figure grows by the caption's height, so
+    the panels keep theirs."""
     width = round(figure.get_figwidth() * CAPTION_CHARS_PER_INCH)
-    figure.supxlabel("\n".join(textwrap.fill(line, width) for line in lines if line), fontsize=7, color="0.3")
+    text = "\n".join(textwrap.fill(line, width) for line in lines if line)
+    figure.set_figheight(figure.get_figheight() + CAPTION_LINE_INCHES * (text.count("\n") + 1))
+    figure.supxlabel(text, fontsize=7, color="0.3")
+
+
+def method_legend(ax: Axes, handles: Sequence[Any], methods: Sequence[str]) -> None:
+    """One legend of every method's colour, in the first panel (where the data leave room): clear of the title
+    and the caption."""
+    ax.legend(handles, methods, loc="best", fontsize="small", framealpha=0.8)
 
 
 def caption_of(figure: Figure) -> str:

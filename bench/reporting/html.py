@@ -32,15 +32,16 @@ from bench.errors import BenchError
 from bench.reporting import floor, stats, tables
 from bench.reporting.htmlboard import cost_section, datasets_section, ranking_section
 from bench.reporting.htmlfigures import budget_figure, first_seed_runs, method_figures, summary_figure
-from bench.reporting.htmlgrid import (confusion_diff_section, main_table, one_combination, selection_meta,
-                                      selection_section)
+from bench.reporting.htmlgrid import (combinations_apart, confusion_diff_section, main_table, one_combination,
+                                      selection_meta, selection_section)
 from bench.reporting.collapsed import BRING_BACK, MARK, WHAT, asked_for, flag_runs, split_runs, warning_lines
 from bench.reporting.htmlparts import badge, cells_table, esc, frame_table, note, notes_list, page, without_paths
 from bench.reporting.leaderboard import accuracy_cells
 from bench.reporting.plotdata import FEW_SEEDS, FEW_SEEDS_WHY, PERCENT, is_fraction
 from bench.reporting.provenance_notes import provenance_notes, table_runs, with_provenance
 from bench.reporting.render import filters_slug
-from bench.reporting.resultsview import apply_filters, as_text, canonical_method, load_results, mix_warnings
+from bench.reporting.resultsview import (apply_filters, as_text, canonical_method, load_results, mix_warnings,
+                                         parse_filter)
 from bench.reporting.selection import Selection, select_by_validation
 from bench.reporting.summary import evaluation_table
 from bench.reporting.verdicts import VerdictSettings
@@ -85,10 +86,11 @@ def table_or_note(build: Callable[[], pd.DataFrame], table_id: str, left_out: st
 
 def accuracy_section(frame: pd.DataFrame, filters: list[str], include: bool = False) -> str:
     """The main table (test accuracy and macro-F1 per method, with its knobs, and dataset) and the accuracy-by-method
-    figure (without collapsed runs unless `include`)."""
-    kept = split_runs(frame, include=include).kept
+    figure (without collapsed runs unless `include`; a method's knob combinations apart, named as in the table)."""
+    kept = combinations_apart(split_runs(frame, include=include).kept)
+    unnamed = [f for f in filters if parse_filter(f)[0] != "method"]  # applied already; the names now carry knobs
     return table_or_note(lambda: with_provenance("paper-ii", main_table(frame, include), frame, include),
-                         "table-main", "No accuracy table") + summary_figure(kept, filters)
+                         "table-main", "No accuracy table") + summary_figure(kept, unnamed)
 
 
 def ran_only(cells: pd.DataFrame) -> pd.DataFrame:

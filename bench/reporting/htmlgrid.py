@@ -62,20 +62,44 @@ def knob_labels(runs: pd.DataFrame) -> tuple[dict[str, str], list[str]]:
     return labels, notes
 
 
+def several_combinations(frame: pd.DataFrame) -> pd.Series:
+    """Per dataset × encoder × method that ran more than one knob combination, how many (rows from before
+    combinations were recorded count as one)."""
+    runs = frame.drop_duplicates("run_key") if "run_key" in frame else frame.iloc[0:0]
+    if runs.empty:
+        return pd.Series(dtype=int)
+    combos = as_text(runs["combo"]) if "combo" in runs else pd.Series("", index=runs.index)
+    counts = runs.assign(_combo=combos).groupby(["dataset", "encoder", "method"])["_combo"].nunique()
+    return counts[counts > 1]
+
+
+def in_several(frame: pd.DataFrame, several: pd.Series) -> pd.Series:
+    """Which rows belong to a dataset × encoder × method of `several`."""
+    keys = list(zip(frame["dataset"], frame["encoder"], frame["method"]))
+    return pd.Series([key in several.index for key in keys], index=frame.index, dtype=bool)
+
+
+def combinations_apart(frame: pd.DataFrame) -> pd.DataFrame:
+    """The rows with each method that ran several knob combinations renamed after its knobs, as the main table
+    names it (`supcon (tau=0.3)`), so that a figure draws the combinations apart instead of pooling them."""
+    several = several_combinations(frame)
+    if several.empty:
+        return frame
+    mine = in_several(frame, several)
+    runs = frame[mine].drop_duplicates("run_key")
+    labels, _ = knob_labels(runs.assign(knobs=as_text(runs["knobs"]) if "knobs" in runs else ""))
+    named = frame.loc[mine, "run_key"].map(lambda key: f" ({labels[key]})" if labels.get(key) else "")
+    return frame.assign(method=frame["method"].where(~mine, frame["method"] + named))
+
+
 def one_combination(frame: pd.DataFrame) -> tuple[pd.DataFrame, str]:
     """The rows of the methods that ran one knob combination on each dataset × encoder (a ranking, a cost or a
     comparison may pool their seeds) and a note naming those left out ('' when none): pooling a method's
     combinations would average runs that are not one setting, and picking one by test would choose on test."""
-    runs = frame.drop_duplicates("run_key") if "run_key" in frame else frame.iloc[0:0]
-    if runs.empty:
-        return frame, ""
-    combos = as_text(runs["combo"]) if "combo" in runs else pd.Series("", index=runs.index)  # "": one (old rows)
-    counts = runs.assign(_combo=combos).groupby(["dataset", "encoder", "method"])["_combo"].nunique()
-    several = counts[counts > 1]
+    several = several_combinations(frame)
     if several.empty:
         return frame, ""
-    keys = list(zip(frame["dataset"], frame["encoder"], frame["method"]))
-    kept = frame[[key not in several.index for key in keys]]
+    kept = frame[~in_several(frame, several)]
     named = ", ".join(f"{m} on {d} · {e} ({n})" for (d, e, m), n in several.items())
     return kept, (f"Left out: methods that ran several knob combinations ({named}). Pooling them would average "
                   "runs of different settings, and picking one by its test score would choose on test; the main "
