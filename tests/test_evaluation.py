@@ -190,6 +190,23 @@ def test_evaluations_are_stored_cached_skipped_and_failures_recorded(tmp_path, s
     assert again["exploding"] == "failed"
 
 
+def test_a_classifier_without_a_bound_never_builds_the_runs_encoder(tmp_path, sentiment_data, monkeypatch):
+    import bench.encoders.models as models
+
+    def no_build(*args, **kwargs):
+        raise AssertionError("an encoder was built for a run that has its classifier")
+
+    monkeypatch.setattr(models, "build_encoder", no_build)
+    spec = RunSpec("ce", sentiment_data.name, "scripted", 1, sentiment_data.fingerprint)
+    run_dir = tmp_path / "results" / spec.key
+    run_dir.mkdir(parents=True)
+    model = KeywordClassifier(SENTIMENT, KEYWORDS)
+    assert model.bound is None                  # an outside model's classifier has none either
+    (outcome,) = evaluate_run(spec, sentiment_data, model, run_dir, [Representation()], EvalOptions(),
+                              torch.device("cpu"))
+    assert outcome.status == "done"
+
+
 def test_evaluator_names():
     assert evaluator_names(["representation"]) == ["repr"]
     assert evaluator_names(["none"]) == []

@@ -195,10 +195,14 @@ def evaluate_run(spec: RunSpec, data: TextData, classifier: Classifier | None, r
                  explicit: bool = True) -> list[EvalOutcome]:
     """Run each evaluator on a trained classifier (None: only evaluators that score no model) unless its rows for these settings, or a skip that still
     holds (`stored_status`), are stored already; the options as they apply to the run's data
-    (`options_for_data`), its texts cut to what the model sees (bench.data.bounds: the classifier's bound, else
-    the run's encoder's tokenizer, `encoder_bound`)."""
+    (`options_for_data`), its texts cut to what the model sees (bench.data.bounds: the classifier's bound; with no
+    classifier, the run's encoder's tokenizer, `encoder_bound`; a classifier without a bound, e.g. an outside
+    model's: the run's max_length in characters)."""
     options = options_for_data(options, data)
-    bound = getattr(classifier, "bound", None) or encoder_bound(spec, data)
+    if classifier is None:
+        bound = encoder_bound(spec, data)
+    else:
+        bound = classifier.bound or TextBound(spec.train.max_length)
     data = bound_data(data, bound)
     outcomes = []
     for evaluator in evaluators:
