@@ -144,6 +144,19 @@ def test_without_select_by_ranking_cost_and_compare_never_pool_a_methods_combina
     assert said in section(alone, "ranking")
 
 
+def test_the_figures_names_are_the_main_tables_even_for_a_knob_only_the_grid_shares(tmp_path):
+    from bench.reporting.htmlgrid import combinations_apart
+
+    results = tmp_path / "results"
+    grid_run(results, "ce", "ce0", 1, {"epochs": 3}, 0.8, 16)
+    for combo, tau in (("tA", 0.1), ("tB", 0.3)):  # both combinations changed lr, which ce did not
+        grid_run(results, "supcon", combo, 1, {"epochs": 3, "lr": 1e-4, "supcon.tau": tau}, 0.8, 15)
+    frame = load_results(results)
+    rows = list(row_cells(html.cells_table(main_table(frame), "t")))
+    assert rows == ["ce", "supcon (lr=0.0001, tau=0.1)", "supcon (lr=0.0001, tau=0.3)"]
+    assert sorted(set(combinations_apart(frame)["method"])) == rows
+
+
 def test_select_by_validation_shows_the_chosen_combination_its_knobs_and_budget(results, quick):
     report = build_report(results, resamples=RESAMPLES, select_by="validation")
     text = report.text

@@ -86,7 +86,7 @@ def combinations_apart(frame: pd.DataFrame) -> pd.DataFrame:
     if several.empty:
         return frame
     mine = in_several(frame, several)
-    runs = frame[mine].drop_duplicates("run_key")
+    runs = frame.drop_duplicates("run_key")  # every run, as the main table reads them: the same shared settings
     labels, _ = knob_labels(runs.assign(knobs=as_text(runs["knobs"]) if "knobs" in runs else ""))
     named = frame.loc[mine, "run_key"].map(lambda key: f" ({labels[key]})" if labels.get(key) else "")
     return frame.assign(method=frame["method"].where(~mine, frame["method"] + named))
