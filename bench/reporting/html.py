@@ -320,8 +320,8 @@ def build_report(source: Path | str, filters: list[str] | None = None, baseline:
     pooled, left_out = (frame, "") if selection is not None else one_combination(frame)  # a grid: never pooled
     compared = comparison(pooled, source, baseline, resamples, include, settings)
     budgets = budget_figure(every, filters)  # every combination tried: '' when no method ran several
-    built = notes_list(provenance_notes(table_runs("paper-ii", pooled, include), pooled))  # ranking's and cost's runs
-    built = (note(left_out) if left_out else "") + built
+    left_note = note(left_out) if left_out else ""
+    built = left_note + notes_list(provenance_notes(table_runs("paper-ii", pooled, include), pooled))  # their runs
     sections = [
         *([("selection", "Knobs chosen by validation", selection_section(selection))] if selection else []),
         ("accuracy", "Test accuracy", accuracy_section(frame, filters, include)),
@@ -330,8 +330,7 @@ def build_report(source: Path | str, filters: list[str] | None = None, baseline:
         *([("budgets", "Tuning budgets", budgets)] if budgets else []),
         ("datasets", "Datasets and methods", datasets_section(kept, source, page_dir)),
         ("ablation", "Ablation", ablation_section(frame, include)),
-        ("compare", f"Comparison with {baseline}",
-         compare_section(compared, baseline) + (note(left_out) if left_out else "")),
+        ("compare", f"Comparison with {baseline}", compare_section(compared, baseline) + left_note),
         ("confusion-diff", f"Confusion change vs {baseline}", confusion_diff_section(source, frame, baseline, include)),
         ("vs-paper", "Published numbers", vs_paper_section(frame, include)),
         ("robustness", "Robustness", robustness_section(frame, include)),
