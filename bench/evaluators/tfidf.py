@@ -70,6 +70,12 @@ def featurise(train: list[str], *others: list[str]) -> tuple[Any, ...]:
     return tuple(normalize(matrix[:, kept]) for matrix in matrices)
 
 
+def best_fit(fits: list[tuple[float, float, Any]]) -> tuple[float, float, Any]:
+    """Of (validation accuracy, C, test predictions) fits, the one best on validation; among ties the C nearest
+    DEFAULT_C."""
+    return max(fits, key=lambda f: (f[0], -abs(math.log10(f[1] / DEFAULT_C))))
+
+
 def fit_and_score(data: TextData) -> dict[str, Any]:
     """Fit TF-IDF + one-vs-rest logistic regression on the training split for each C of the grid, keep the one
     best on validation (among ties the C nearest DEFAULT_C), score the test split: its accuracy and macro-F1, the
@@ -87,7 +93,7 @@ def fit_and_score(data: TextData) -> dict[str, Any]:
         model.fit(features, data.train.labels)
         score = float((model.predict(validation) == data.validation.labels).mean()) if validation is not None else 0.
         fits.append((score, c, model.predict(test)))
-    score, chosen, predicted = max(fits, key=lambda f: (f[0], -abs(math.log10(f[1] / DEFAULT_C))))
+    score, chosen, predicted = best_fit(fits)
     from bench.evaluators.metrics import classification_records  # scikit-learn: imported when it runs
 
     records = {r["metric"]: r["value"] for r in classification_records(data.test.labels, predicted, data.label_names)
