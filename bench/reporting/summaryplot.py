@@ -10,7 +10,6 @@ under the panels.
 from __future__ import annotations
 
 import math
-import textwrap
 from collections.abc import Sequence
 from typing import Any
 
@@ -20,11 +19,10 @@ import seaborn as sns
 from matplotlib.axes import Axes
 
 from bench.reporting.collapsed import MARK, Split
-from bench.reporting.figures import COLUMN_WIDTH, PAGE_WIDTH, Plot, new_figure, styled
+from bench.reporting.figures import COLUMN_WIDTH, PAGE_WIDTH, Plot, add_caption, new_figure, styled
 from bench.reporting.plotdata import (FEW_SEEDS, FEW_SEEDS_WHY, PERCENT, is_fraction, metric_unit, select_rows,
                                       summary_frame)
 
-CAPTION_CHARS = 62  # a 7 pt caption line across one paper column
 SEED_GAP = (0.1, 0.24)  # seed dots lie this far right of their point's x: clear of its marker and caps
 SUMMARY_BARS = "mean ± 1 sample std over seeds (ddof 1; no bar for one seed); small dots: single seeds"
 
@@ -82,9 +80,7 @@ def summary_plot(rows: Sequence[dict[str, Any]], metric: str = "accuracy",
     columns = min(3, len(datasets))
     rows_n = math.ceil(len(datasets) / columns)
     width = COLUMN_WIDTH if columns == 1 else PAGE_WIDTH
-    caption = [textwrap.fill(line, CAPTION_CHARS * (1 if columns == 1 else 2))
-               for line in summary_caption(frame, split)]
-    figure = new_figure(width, 2.2 * rows_n + 0.45 + 0.11 * sum(c.count("\n") + 1 for c in caption))
+    figure = new_figure(width, 2.2 * rows_n + 0.45)  # add_caption adds the caption's height
     axes = np.atleast_1d(figure.subplots(rows_n, columns, squeeze=False)).ravel()
     for ax, dataset in zip(axes, datasets):
         draw_summary_facet(ax, frame[frame["dataset"] == dataset], selected[selected["dataset"] == dataset],
@@ -95,7 +91,7 @@ def summary_plot(rows: Sequence[dict[str, Any]], metric: str = "accuracy",
     test_only = bool(selected["split"].eq("test").all())
     axes[0].set_ylabel((f"test {metric}" if test_only else metric) + metric_unit(metric))
     figure.suptitle(summary_title(metric, test_only))
-    figure.supxlabel("\n".join(caption), fontsize=7, color="0.3")  # the caption: constrained layout makes room
+    add_caption(figure, summary_caption(frame, split))
     return Plot(summary_stem(metric, filters), figure, frame)
 
 
