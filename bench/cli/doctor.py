@@ -64,11 +64,11 @@ def load_check() -> Check:
     detail = f"{advice.load:.1f} on {cores} cores"
     if advice.busy and explicit:
         detail += f" (busy; OMP_NUM_THREADS={explicit} is kept: timings will be slow)"
-    elif advice.busy:
-        detail += (f" (busy: training on the CPU would use {machine_load.thread_text(advice.recommended)} instead "
-                   f"of {advice.threads})")
+    elif advice.busy and advice.recommended < advice.threads:
+        detail += (f" (busy: training on the CPU uses {machine_load.thread_text(advice.threads)} as when idle, "
+                   f"slowly; --adapt-threads would use {advice.recommended})")
     else:
-        detail += f" (training on the CPU uses {machine_load.thread_text(advice.threads)})"
+        detail += f" ({'busy; ' if advice.busy else ''}training on the CPU uses {machine_load.thread_text(advice.threads)})"
     return Check("load", checks.INFO, detail)
 
 

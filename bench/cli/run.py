@@ -110,6 +110,10 @@ def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
                      help="refuse a dataset whose test or validation texts also occur in train (leakage; by "
                           "default a warning), before anything trains")
     run.add_argument("--jobs", type=int, default=None, help="worker processes, one GPU each when several (default: 1)")
+    run.add_argument("--adapt-threads", dest="adapt_threads", action="store_true", default=None,
+                     help="on a busy CPU, train with the free cores' torch threads (faster there, but a run's last "
+                          "digits may then differ from an idle machine's; default: the same threads under any "
+                          "load); recorded in each row as threads_adapted")
     run.add_argument("--device", default="auto", help="auto | cpu | cuda | cuda:N")
     run.add_argument("--no-progress", action="store_true", help="hide progress bars")
     run.add_argument("--compile", action="store_true", default=None,

@@ -124,6 +124,10 @@ def checked_run_options(args: argparse.Namespace, check_encoders: bool = True
     strict_data = file_run.get("strict_data", False) if strict_data is None else strict_data
     if not isinstance(strict_data, bool):
         raise BenchError(f"config file {args.config}: strict_data is true or false, got {strict_data!r}")
+    adapt_threads = getattr(args, "adapt_threads", None)
+    adapt_threads = file_run.get("adapt_threads", False) if adapt_threads is None else adapt_threads
+    if not isinstance(adapt_threads, bool):
+        raise BenchError(f"config file {args.config}: adapt_threads is true or false, got {adapt_threads!r}")
     resume = bool(args.resume) or bool(file_run.get("resume", False))
     if resume and overwrite:
         raise BenchError("--resume and --overwrite contradict each other: --resume keeps finished shards, "
@@ -150,6 +154,7 @@ def checked_run_options(args: argparse.Namespace, check_encoders: bool = True
         strict_data=strict_data,
         results_dir=resolve_results_dir(args.results_dir or file_run.get("results_dir")),
         jobs=jobs,
+        adapt_threads=adapt_threads,
         device=args.device if args.device != "auto" else file_run.get("device", "auto"),
         overwrite=overwrite,
         resume=resume,

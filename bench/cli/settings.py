@@ -18,8 +18,8 @@ from bench.spec import TrainConfig
 from bench.evaluators.base import EvalOptions
 
 # Keys of a SLURM profile (YAML), of `clbench run` flags (dashes for underscores) and of --config run keys.
-RUN_KEYS = ("methods", "datasets", "encoders", "seeds", "data_dir", "results_dir", "jobs", "device", "overwrite",
-            "grid", "sample", "grid_seed", "yes", "report_to", "save_format", "strict_data",
+RUN_KEYS = ("methods", "datasets", "encoders", "seeds", "data_dir", "results_dir", "jobs", "adapt_threads", "device",
+            "overwrite", "grid", "sample", "grid_seed", "yes", "report_to", "save_format", "strict_data",
             "evaluators", "save_model", "compile", "cuda_graphs", "length_bucket", "deterministic", "checkpoint_every_s",
             *EvalOptions.field_names(),
             "executor", "resume", "shards_per_gpu", "slurm_profile", *SLURM_KEYS)

@@ -3,8 +3,10 @@
 The rule (`advise`): J workers x T torch threads on C usable cores are oversubscribed when the 1-minute load
 average L, read before training (other work only), plus min(T*J, C) exceeds C + max(1, C/4). The slack absorbs
 load that is not competing work (the average's lag, the run's own planning, short-lived processes); beyond it
-torch's threads spin at barriers while one waits descheduled, for 3-4x the CPU. A busy run then trains with the
-free cores, floor((C - L) / J) threads per worker, at least 1. The cap at C keeps a run's own --jobs from reading
+torch's threads spin at barriers while one waits descheduled, for 3-4x the CPU. A busy run says so; with
+--adapt-threads it then trains with the free cores, floor((C - L) / J) threads per worker, at least 1. By default
+the threads stay as on an idle machine: fewer threads change the order of sums and so a run's last digits, and the
+same command and seed must give the same digits under any load (issue 52). The cap at C keeps a run's own --jobs from reading
 as a busy machine.
 """
 
@@ -62,13 +64,17 @@ class Advice:
     busy: bool
     recommended: int
 
-    def line(self) -> str:
-        """The one line `clbench run` prints on a busy machine."""
+    def line(self, adapt: bool = True) -> str:
+        """The one line `clbench run` prints on a busy machine; `adapt`: it trains with `recommended` threads
+        (--adapt-threads), else with `threads` whatever the load, so that its digits do not depend on it."""
         per = " per worker" if self.workers > 1 else ""
-        if self.recommended < self.threads:
-            using = f"training with {thread_text(self.recommended)}{per} instead of {self.threads}"
-        else:
+        if self.recommended >= self.threads:
             using = f"training with {thread_text(self.threads)}{per}, already the fewest"
+        elif adapt:
+            using = f"training with {thread_text(self.recommended)}{per} instead of {self.threads} (--adapt-threads)"
+        else:
+            using = (f"training with {thread_text(self.threads)}{per} as on an idle machine, so the digits are the "
+                     f"same; --adapt-threads would use {self.recommended}, faster here (its digits may differ)")
         jobs = " or pass --jobs 1" if self.workers > 1 else ""
         return (f"clbench: this machine is busy (load {self.load:.1f} on {self.cores} cores): {using}; "
                 f"close other work{jobs} for honest timings")

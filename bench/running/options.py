@@ -32,6 +32,7 @@ class RunOptions:
     data_dir: str | None = None
     strict_data: bool = False  # refuse leakage (test or validation texts in train) instead of warning
     jobs: int = 1
+    adapt_threads: bool = False  # fewer torch threads on a busy CPU (bench.running.machine_load); digits may change
     device: str = "auto"
     overwrite: bool = False
     resume: bool = False

@@ -16,7 +16,7 @@ import bench
 from bench.running.machine_load import load_average
 
 SOURCE_DIR = Path(bench.__file__).resolve().parent.parent
-_started = {"load": load_average()}  # on import: before this process trains anything (a sweep marks its own)
+_started: dict[str, Any] = {"load": load_average(), "adapted": False}  # on import: before this process trains anything (a sweep marks its own)
 
 
 @functools.lru_cache(maxsize=1)
@@ -56,14 +56,22 @@ def provenance(device: torch.device) -> dict[str, Any]:
         "cpu_threads": torch.get_num_threads(),  # CPU threads of this process (--jobs K shares the cores)
         "load_avg_1m": _started["load"],  # the machine's load before the sweep trained: other work only
         "load_avg_end": load_average(),  # as the rows are written: this shard's own threads included
+        "threads_adapted": _started["adapted"],  # threads lowered for the load (--adapt-threads), else torch's own
         "host": socket.gethostname(),
         "slurm_job": slurm_job(),
     }
 
 
-def mark_start(load: float | None) -> None:
-    """Record the load a sweep measured before it trained anything (rows carry it as `load_avg_1m`)."""
+def mark_start(load: float | None, threads_adapted: bool = False) -> None:
+    """Record the load a sweep measured before it trained anything (rows carry it as `load_avg_1m`) and whether
+    it lowered the torch threads for that load (`threads_adapted`)."""
     _started["load"] = load
+    _started["adapted"] = bool(threads_adapted)
+
+
+def threads_adapted() -> bool:
+    """Whether this process (or its sweep) trains with torch threads lowered for the machine's load."""
+    return bool(_started["adapted"])
 
 
 def start_load() -> float | None:

@@ -136,13 +136,14 @@ def _die_with_parent(parent: int) -> None:
 
 
 def _init_worker(gpu_ids: Any, threads: int, parent: int | None = None, handle_signals: bool = False,
-                 load: float | None = None) -> None:
+                 load: float | None = None, threads_adapted: bool = False) -> None:
     """Pin a pool worker to one GPU (via CUDA_VISIBLE_DEVICES) and a share of the CPU threads; it dies with
     the main process. `handle_signals`: a SIGTERM or SIGINT stops its shard at a safe point (bench.results.stopping;
-    the main process passes its own on). `load`: the sweep's load before it trained (the rows' `load_avg_1m`)."""
+    the main process passes its own on). `load`: the sweep's load before it trained (the rows' `load_avg_1m`);
+    `threads_adapted`: `threads` were lowered for that load (--adapt-threads; the rows' `threads_adapted`)."""
     import torch
 
-    provenance.mark_start(load)
+    provenance.mark_start(load, threads_adapted)
 
     if handle_signals:
         stopping.install()
@@ -251,7 +252,7 @@ def _execute(shards: list[Shard], results_dir: Path, jobs: int, device: str, ove
         with ProcessPoolExecutor(max_workers=min(workers, len(pending)), mp_context=context,
                                  initializer=_init_worker,
                                  initargs=(gpu_ids, threads, os.getpid(), handle_signals,
-                                           provenance.start_load())) as pool:
+                                           provenance.start_load(), provenance.threads_adapted())) as pool:
             futures = {pool.submit(_run_in_worker, shard, results_dir, worker_device,
                                    retry_overwrite(shard, results_dir, overwrite, attempt), request): shard
                        for shard in pending}
@@ -365,9 +366,10 @@ def execute_sweep(shards: list[Shard], options: RunOptions,
 
 
 def busy_threads(shards: list[Shard], options: RunOptions) -> int | None:
-    """Fewer torch threads per worker when other work keeps this machine busy (bench.running.machine_load), said
-    in one line; None (as usual) on a GPU, with OMP_NUM_THREADS set, with nothing to train, or on an idle machine.
-    Records the load, measured before training, for the rows."""
+    """The torch threads per worker on a busy machine (bench.running.machine_load): the advice is said in one line,
+    but the threads change only with `--adapt-threads` (a run's digits must not depend on the load); None (as
+    usual) on a GPU, with OMP_NUM_THREADS set, with nothing to train, on an idle machine or without the flag.
+    Records the load, measured before training, and whether the threads were changed, for the rows."""
     import torch
 
     load = machine_load.load_average()
@@ -380,8 +382,12 @@ def busy_threads(shards: list[Shard], options: RunOptions) -> int | None:
     workers = 1 if in_process(options.jobs, options.shards_per_gpu, len(shards)) else min(jobs, len(shards))
     threads = torch.get_num_threads() if workers == 1 else max(1, cpu_count() // workers)
     advice = machine_load.advise(threads, workers, load)
+    adapt = bool(getattr(options, "adapt_threads", False))
     if advice.busy:
         from tqdm import tqdm
 
-        tqdm.write(advice.line(), file=sys.stderr)  # above the sweep's bar, when it has one
-    return advice.recommended if advice.recommended != threads else None
+        tqdm.write(advice.line(adapt), file=sys.stderr)  # above the sweep's bar, when it has one
+    if not adapt or advice.recommended == threads:
+        return None
+    provenance.mark_start(load, threads_adapted=True)
+    return advice.recommended
