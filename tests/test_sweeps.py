@@ -482,6 +482,9 @@ def test_each_seed_draws_its_own_sample_shared_by_every_method(sweep, tmp_path):
     one_draw = list(specs_of(fixed).values())
     assert {s["train"]["data_draw"] for s in one_draw} == {"fixed"} and len(one_draw) == 2
     assert len({s["split_ids"]["train"] for s in one_draw}) == 1  # --data-draw fixed: every seed, one sample
+    rows = [row for path in more.glob("*/rows.json") for row in json.loads(path.read_text())]
+    # every row says which draw it had (bench.reporting.pairs pairs runs by it)
+    assert {(r["data_seed"], r["val_fraction"], r["data_draw"]) for r in rows} == {(0, 0.1, "per-seed")}
 
 
 # ----------------------------------------------------------------------------------------------- 8. DataRef

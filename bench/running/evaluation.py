@@ -280,12 +280,14 @@ def spec_columns(spec: RunSpec) -> dict[str, Any]:
     """The columns every row of a run carries from its spec, besides its identity (`row_for`): the config hash,
     method version and variant, the data fingerprint, the knob combination (`combo`, equal across seeds) and the
     knobs it changed (`knobs`, JSON), the data regime's settings (train_size, ..., noise_kind) and its draw
-    (`data_draw`: per-seed or fixed, TrainConfig.data_draw)."""
+    (`data_draw`: per-seed or fixed, TrainConfig.data_draw; `data_seed` and `val_fraction`, which with the seed
+    say which training and validation sample the run had: bench.reporting.pairs pairs runs by them)."""
     changed = changed_against_defaults(spec, METHODS)
     return {"config_hash": spec.config_hash, "method_version": spec.method_version, "variant": spec.variant,
             "data_fingerprint": spec.data_fingerprint, "combo": spec.combo,
             "knobs": json.dumps(changed, sort_keys=True, separators=(",", ":"), default=list),
-            **spec.train.regime(), "data_draw": spec.train.data_draw}
+            **spec.train.regime(), "data_draw": spec.train.data_draw, "data_seed": spec.train.data_seed,
+            "val_fraction": spec.train.val_fraction}
 
 
 def row_for(spec: RunSpec, evaluator: str, record: dict[str, Any], meta: dict[str, Any]) -> dict[str, Any]:
