@@ -181,13 +181,15 @@ def load_results(path: PathLike | None = None, filters: Sequence[str] = ()) -> p
 def compare(results: pd.DataFrame, baseline: str = "ce", results_dir: PathLike | None = None,
             bootstrap: int | None = None, include_collapsed: bool = False) -> pd.DataFrame:
     """The paired comparison of `clbench report --table compare`: every other method against `baseline` per
-    dataset x encoder, paired by run (seed, and with per-seed draws training sample), one row each with the
-    `verdict` (better / worse / equivalent / inconclusive), `delta` (mean test-accuracy difference over paired
-    runs, points) and `delta_std`, its Student-t 95% interval over runs (`ci_low`, `ci_high`), the paired t-test
-    `p`, Benjamini-Hochberg `q`, `significant` (verdict better or worse), ASO's `aso_epsilon`, `runs`
-    (`seeds`: the same number), `runs_needed` (for an inconclusive verdict), then the secondary item-level
-    statistics of these trained models: `items_ci_low`, `items_ci_high`, `items_p`, per-run McNemar p
-    (`mcnemar`); and `note`.
+    dataset x encoder, paired by draw (data seed, seed and regime: the same training sample), one row each with
+    the `verdict` (better / worse / equivalent / inconclusive), `delta` (mean test-accuracy difference over paired
+    runs, points) and `delta_std`, its 95% interval over runs and test items (`ci_low`, `ci_high`) and test `p`,
+    Benjamini-Hochberg `q`, `significant` (verdict better or worse), ASO's `aso_epsilon`, `runs` (`seeds`: the
+    same number), `draw_sets`, `unpaired` (runs left out), `runs_needed` with its range (`runs_needed_low`,
+    `runs_needed_high`; for an inconclusive verdict), then the secondary intervals: over runs alone with the test
+    items fixed (`runs_only_ci_low`, `runs_only_ci_high`) and over items with these trained models fixed
+    (`items_ci_low`, `items_ci_high`, `items_p`), per-run McNemar p (`mcnemar`); `collapsed`, `near_chance`
+    (a paired run not clearly above chance: the verdict is "near chance"); and `note`.
 
     `results`: rows of `run` or `load_results` (filtered as you like); the test predictions are read from
     `results_dir` (default: the folder those rows came from). Collapsed runs are left out unless
@@ -208,10 +210,15 @@ def compare(results: pd.DataFrame, baseline: str = "ce", results_dir: PathLike |
             "ci_low": cell["95% CI"].get("low", math.nan), "ci_high": cell["95% CI"].get("high", math.nan),
             "p": cell["p"]["mean"], "q": cell["q (BH)"]["mean"], "significant": word in ("better", "worse"),
             "aso_epsilon": cell["ASO ε"]["mean"], "runs": int(cell["runs"]["n"]), "seeds": int(cell["runs"]["n"]),
-            "runs_needed": cell["runs needed"]["mean"],
+            "draw_sets": int(cell["runs"].get("sets", 1)), "unpaired": int(cell["runs"].get("unpaired", 0)),
+            "runs_needed": cell["runs needed"]["mean"], "runs_needed_low": cell["runs needed"].get("low", math.nan),
+            "runs_needed_high": cell["runs needed"].get("high", math.nan),
+            "runs_only_ci_low": cell["runs-only CI ‡"].get("low", math.nan),
+            "runs_only_ci_high": cell["runs-only CI ‡"].get("high", math.nan),
             "items_ci_low": items.get("low", math.nan), "items_ci_high": items.get("high", math.nan),
             "items_p": items.get("p", math.nan),
             "mcnemar": cell["McNemar p ‡"]["text"], "collapsed": str(delta["text"]).endswith("†"),
+            "near_chance": bool(cell["verdict"].get("near_chance") is True),
             "note": delta["note"]})
     frame = pd.DataFrame(records)
     frame.attrs.update(title=title, notes=list(cells.attrs.get("notes", [])))

@@ -11,6 +11,7 @@ import pandas as pd
 import pytest
 from statsmodels.stats.contingency_tables import mcnemar
 
+from bench import api as clbench
 from bench.reporting import cellframes, render, stats, tables
 
 from bench.results import store
@@ -28,8 +29,9 @@ def right(n_right: int, n: int = N_ITEMS, start: int = 0) -> list[bool]:
 
 
 def write_run(results, method, dataset, seed, correct, encoder="minilm", config="c0", commit="aaa",
-              version="0.1.0", fingerprint=None, evals=(), method_version=None):
-    """A finished run folder: predictions, clean rows, and evaluator rows {(evaluator, hash): [records]}."""
+              version="0.1.0", fingerprint=None, evals=(), method_version=None, extra=None):
+    """A finished run folder: predictions, clean rows, and evaluator rows {(evaluator, hash): [records]}; `extra`:
+    more columns on every row (e.g. the draw's data_seed)."""
     key = f"{method}_{dataset}_{encoder}_s{seed}_{config}"
     run_dir = results / key
     gold = [LABELS[i % 2] for i in range(len(correct))]
@@ -42,6 +44,7 @@ def write_run(results, method, dataset, seed, correct, encoder="minilm", config=
             "git_commit": commit, "device": "cpu", "finished_at": "2026-01-01T00:00:00"}
     if method_version is not None:  # rows of older versions of clbench have no method_version
         base["method_version"] = method_version
+    base.update(extra or {})
     accuracy = float(np.mean(correct))
     rows = [{**base, "evaluator": "clean", "split": "test", "metric": "accuracy", "label": "", "value": accuracy,
              "n": len(correct), "wall_seconds": 1.0},
@@ -316,6 +319,32 @@ def test_benjamini_hochberg_matches_hand_values():
     assert math.isnan(q[1]) and list(q[[0, 2, 3]]) == pytest.approx([0.03, 0.04, 0.04])
 
 
+def test_runs_pair_by_draw_and_two_draw_sets_pool_into_one_comparison(tmp_path):
+    """Issue 52: data seed 0 with seeds 1-10 and data seed 1 with seeds 1-5 in one folder are 15 pairs (not 10 with
+    5 seeds colliding); a run without its partner is counted in the table, not only in a note."""
+    results = tmp_path / "results"
+    rng = np.random.default_rng(0)
+    for data_seed, seeds in ((0, range(1, 11)), (1, range(1, 6))):
+        for seed in seeds:
+            base = int(rng.integers(55, 65))
+            draw = {"data_seed": data_seed, "val_fraction": 0.1, "data_draw": "per-seed"} if data_seed else None
+            write_run(results, "ce", "mr", seed, right(base, 200), config=f"c{data_seed}", extra=draw)
+            write_run(results, "lcl", "mr", seed, right(base + 12, 200, start=3), config=f"l{data_seed}", extra=draw)
+    write_run(results, "lcl", "mr", 6, right(70, 200), config="l1",
+              extra={"data_seed": 1, "val_fraction": 0.1, "data_draw": "per-seed"})  # no ce on this draw
+    frame = load_results(results)
+    keys = tables.clean_accuracy(frame)["run_key"]
+    table = tables.compare(frame, stats.load_run_predictions(results, keys), "ce", n_resamples=200)
+    cells = cells_of(table)
+    assert cells[("lcl", "runs")]["text"] == "15 (2 draw sets; 1 unpaired)"
+    assert cells[("lcl", "McNemar p ‡")]["text"].startswith("d0 s1 ")
+    assert " d1 per-seed s5 " in cells[("lcl", "McNemar p ‡")]["text"]
+    assert "lcl: data seed 1 per-seed seed 6: lcl only, left out" in table.attrs["notes"]
+    assert cells[("lcl", "verdict")]["text"] == "better"
+    rows = clbench.compare(frame, results_dir=results, bootstrap=200)
+    assert rows.loc[0, ["runs", "draw_sets", "unpaired"]].tolist() == [15, 2, 1]
+
+
 def test_compare_predictions_reports_unpaired_seeds():
     def frame(correct):
         return pd.DataFrame({"id": [f"i{k}" for k in range(len(correct))], "gold": "x",
@@ -324,7 +353,7 @@ def test_compare_predictions_reports_unpaired_seeds():
     base = {1: frame(right(10)), 2: frame(right(10))}
     other = {1: frame(right(12)), 3: frame(right(15))}
     result = stats.compare_predictions(base, other, n_resamples=200, names=("ce", "cl"))
-    assert result.seeds == [1] and result.unpaired == [2, 3]
+    assert result.pairs == [1] and result.unpaired == [2, 3]
     assert result.notes == ["seed 2: ce only, left out", "seed 3: cl only, left out"]
     assert result.delta == pytest.approx(0.1)
 
@@ -477,13 +506,13 @@ def test_mix_warnings_shorten_commits_and_long_lists():
 
 
 def test_compare_verdicts_count_runs(tmp_path):
-    """ce at 50-62% over 4 seeds; `up` 10 points above it on every seed (better); `level` the same items as ce
-    (equivalent); `noisy` ±10 points run to run (inconclusive, with runs needed); `two` up on 2 seeds only."""
+    """ce at 50-62% over 4 seeds; supcon 25 points above it on every seed (better); cl the same items as ce
+    (100 items: inconclusive, more items needed); lcl ±10 points run to run (inconclusive, with runs needed); dcl up on 2 seeds only."""
     results = tmp_path / "results"
     n = 100
     for seed, base in zip((1, 2, 3, 4), (50, 56, 60, 62)):
         write_run(results, "ce", "mr", seed, right(base, n))
-        write_run(results, "supcon", "mr", seed, right(base + 10, n))
+        write_run(results, "supcon", "mr", seed, right(base + 25, n))
         write_run(results, "cl", "mr", seed, right(base, n))
         write_run(results, "lcl", "mr", seed, right(base + (10 if seed % 2 else -8), n))
         if seed <= 2:
@@ -493,14 +522,18 @@ def test_compare_verdicts_count_runs(tmp_path):
     table = tables.compare(frame, stats.load_run_predictions(results, keys), "ce", n_resamples=200)
     cells = cells_of(table)
     assert cells[("supcon", "verdict")]["text"] == "better" and cells[("supcon", "runs")]["text"] == "4"
-    assert cells[("supcon", "95% CI")]["text"] == "[+10.00, +10.00]"
-    assert cells[("cl", "verdict")]["text"] == "equivalent"
+    # equal per-run differences are no proof of no spread: the interval is over runs and test items
+    assert cells[("supcon", "runs-only CI ‡")]["text"] == "[—, —]"
+    assert 0 < cells[("supcon", "95% CI")]["low"] < 25 < cells[("supcon", "95% CI")]["high"]
+    # the same items as ce on every run, but 100 test items cannot show a gap under 3.6 points: never equivalent
+    assert cells[("cl", "verdict")]["text"] == "inconclusive"
+    assert cells[("cl", "runs needed")]["text"] == "more test items, not runs"
     assert cells[("lcl", "verdict")]["text"] == "inconclusive" and cells[("lcl", "runs needed")]["text"].startswith("≈")
     assert cells[("dcl", "verdict")]["text"] == "inconclusive"  # +20 on both runs: 2 runs are never a verdict
-    assert "(+1)" in cells[("dcl", "runs needed")]["text"]
+    assert cells[("dcl", "runs needed")]["text"].startswith("≈ 3 (3-")  # at least 3, and a range
     p = [cells[(r, "p")]["mean"] for r in dict.fromkeys(table["row"])]
     q = [cells[(r, "q (BH)")]["mean"] for r in dict.fromkeys(table["row"])]
     assert q == pytest.approx(list(stats.bh_adjust(p)), nan_ok=True)
     assert cells[("supcon", "items CI ‡")]["low"] > 0  # the secondary columns are still there
     notes = "\n".join(table.attrs["notes"])
-    assert "secondary, these trained models only" in notes and "never decide the verdict" in notes
+    assert "secondary (‡), never deciding the verdict" in notes and "the test items held fixed" in notes

@@ -19,6 +19,7 @@ from bench.cli.run_options import DEMO_REPORTS, run_options
 from bench.cli.run_summary import next_steps, write_demo_reports
 from bench.evaluators.base import EvalOptions
 from bench.reporting import stats
+from bench.reporting.verdicts import task_level
 from bench.reporting.summary import SUMMARY_RESAMPLES, evaluator_lines, results_table
 from bench.results import store
 from bench.running.walltime import shard_weight
@@ -64,8 +65,12 @@ def test_delta_is_the_mean_paired_run_difference_with_its_interval_over_runs_and
     delta, low, high = map(float, match.groups()[:3])
     assert delta == pytest.approx(np.mean(per_run), abs=0.005)
     t = 12.706  # Student t, 1 degree of freedom, 97.5%
-    half = t * np.std(per_run, ddof=1) / np.sqrt(2)
-    assert (low, high) == pytest.approx((delta - half, delta + half), abs=0.01)   # over runs, not items
+    half = t * np.std(per_run, ddof=1) / np.sqrt(2)  # over runs alone
+    items = np.array([(by_key["cl", "mr", s]["correct"].to_numpy(int) - by_key["ce", "mr", s]["correct"].to_numpy(int))
+                      for s in (1, 2)])  # the fixture's runs score the same ids in the same order
+    level = task_level(per_run, items)  # over runs and test items, as `report --table compare`
+    assert (low, high) == pytest.approx((level.low, level.high), abs=0.01)
+    assert high - low >= 2 * half - 0.02
     assert match.group(4) == "inconclusive"   # two runs are never a verdict
 
 

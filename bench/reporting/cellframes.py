@@ -17,6 +17,7 @@ import numpy as np
 import pandas as pd
 
 from bench.reporting.collapsed import MARK as COLLAPSED_MARK
+from bench.reporting.nearchance import MARK as NEAR_CHANCE_MARK
 
 CELL_COLUMNS = ["row", "column", "mean", "std", "n", "text", "best", "note"]
 MISSING = "—"
@@ -24,9 +25,10 @@ DIGITS = 2
 
 
 def value_cell(row: str, column: str, values: Iterable[float], scale: float = 100.0, digits: int = DIGITS,
-               note: str = "", collapsed: bool = False) -> dict[str, Any]:
+               note: str = "", collapsed: bool = False, near_chance: bool = False) -> dict[str, Any]:
     """A cell of mean ± std (n) over seed values (times `scale`); "—" when there are none. A `collapsed` cell
-    (its mean includes a collapsed run, `bench.reporting.collapsed`) is marked † and never best."""
+    (its mean includes a collapsed run, `bench.reporting.collapsed`) is marked † and never best; a `near_chance`
+    one (a run not clearly above chance, `bench.reporting.nearchance`) is marked ° and never best."""
     array = np.asarray([v for v in values if not math.isnan(v)], dtype=float) * scale
     if array.size == 0:
         return text_cell(row, column, MISSING, note=note)
@@ -37,7 +39,9 @@ def value_cell(row: str, column: str, values: Iterable[float], scale: float = 10
     cell = {"row": row, "column": column, "mean": mean, "std": std, "n": int(array.size), "text": text,
             "best": False, "note": note}
     if collapsed:
-        cell.update(text=f"{text} {COLLAPSED_MARK}", collapsed=True)
+        cell.update(text=f"{cell['text']} {COLLAPSED_MARK}", collapsed=True)
+    if near_chance:
+        cell.update(text=f"{cell['text']} {NEAR_CHANCE_MARK}", near_chance=True)
     return cell
 
 
@@ -51,10 +55,10 @@ def text_cell(row: str, column: str, text: str, mean: float = math.nan, n: int =
 def mark_best(cells: list[dict[str, Any]], group: Callable[[dict[str, Any]], Any], higher: bool | Callable = True,
               digits: int = DIGITS) -> None:
     """Flag the best cell(s) of each group (ties at the displayed precision all count); a cell whose mean includes
-    a collapsed run (`collapsed`) is never best, and does not compete."""
+    a collapsed run (`collapsed`) or a run near chance (`near_chance`) is never best, and does not compete."""
     groups: dict[Any, list[dict[str, Any]]] = {}
     for cell in cells:
-        if cell["mean"] == cell["mean"] and not cell.get("collapsed"):
+        if cell["mean"] == cell["mean"] and not cell.get("collapsed") and not cell.get("near_chance"):
             groups.setdefault(group(cell), []).append(cell)
     for members in groups.values():
         up = higher(members[0]) if callable(higher) else higher
@@ -70,8 +74,9 @@ def make_table(cells: list[dict[str, Any]], title: str, row_header: str, notes: 
     extra = [k for cell in cells for k in cell if k not in CELL_COLUMNS]
     table = pd.DataFrame(cells, columns=[*CELL_COLUMNS, *dict.fromkeys(extra)])
     table["best"] = table["best"].astype(bool)
-    if "collapsed" in table:  # only cells whose mean includes a collapsed run carry it
-        table["collapsed"] = table["collapsed"].eq(True)
+    for flag in ("collapsed", "near_chance"):  # only cells whose mean includes such a run carry it
+        if flag in table:
+            table[flag] = table[flag].eq(True)
     table["n"] = table["n"].astype(int)
     table.attrs.update(title=title, row_header=row_header, notes=list(notes), left=list(left))
     return table

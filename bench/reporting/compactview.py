@@ -18,6 +18,7 @@ from dataclasses import dataclass
 import pandas as pd
 
 from bench.errors import BenchError
+from bench.reporting import nearchance
 from bench.reporting.collapsed import collapsed_keys, listed
 from bench.reporting.plotdata import PERCENT, is_fraction
 from bench.reporting.resultsview import as_text, breakdown_rows
@@ -62,10 +63,13 @@ def compact_table(frame: pd.DataFrame, width: int, wanted: list[str] | None = No
     fit)."""
     frame = frame.reset_index(drop=True)
     collapsed = set(collapsed_keys(frame))
+    near = nearchance.keys(frame)
+    marks = {key: (COLLAPSED if key in collapsed else "") + (nearchance.MARK if key in near else "")
+             for key in collapsed | set(near)}
     keys = short_keys(list(frame["run_key"].unique()))
     evaluators = sorted(set(frame["evaluator"]), key=lambda name: (name != "clean", name))
     shared = {name: str(frame[name].iloc[0]) for name in SHARED if frame[name].nunique() == 1}
-    sections = [section(frame[frame["evaluator"] == name], name, keys, collapsed, set(shared))
+    sections = [section(frame[frame["evaluator"] == name], name, keys, marks, set(shared))
                 for name in evaluators]
     if wanted:
         known = {name for _, columns in sections for c in columns if c.metric for name in (c.name, c.metric)}
@@ -91,6 +95,9 @@ def compact_table(frame: pd.DataFrame, width: int, wanted: list[str] | None = No
                       "every row with --long)", width)
     if collapsed:
         lines += wrap(f"{COLLAPSED} = {collapsed_note(frame)}", width)
+    if near:
+        lines += wrap(f"{nearchance.MARK} = {len(near)} run(s) near chance ({nearchance.WHAT}): {', '.join(near)}; "
+                      "never ranked or given a verdict", width)
     lines += wrap(f"{frame['run_key'].nunique()} run(s); key: start of the run key's config hash; per-class and "
                   "per-test rows: --long", width)
     return "\n".join(lines)
@@ -114,10 +121,11 @@ def short_keys(run_keys: list[str]) -> dict[str, str]:
         digits += 2
 
 
-def section(rows: pd.DataFrame, evaluator: str, keys: dict[str, str], collapsed: set[str],
+def section(rows: pd.DataFrame, evaluator: str, keys: dict[str, str], marks: dict[str, str],
             shared: set[str]) -> tuple[tuple[str, str], list[Column]]:
     """One evaluator's table: (evaluator, main split) and its columns, one cell per run x settings (no column
-    for the `shared` ones: the same for every run)."""
+    for the `shared` ones: the same for every run); `marks`: what follows the method of a flagged run (! for
+    collapsed, ° for near chance)."""
     skipped = rows["metric"] == "skipped"
     summary = rows[~breakdown_rows(rows) & ~skipped]
     main = summary["split"].iloc[0] if len(summary) else ""
@@ -133,7 +141,7 @@ def section(rows: pd.DataFrame, evaluator: str, keys: dict[str, str], collapsed:
     note = Column("note", [])
     for (run_key, eval_hash), group in groups:
         first = group.iloc[0]
-        cells = {"method": middle_cut(str(first["method"])) + (COLLAPSED if run_key in collapsed else ""),
+        cells = {"method": middle_cut(str(first["method"])) + marks.get(run_key, ""),
                  "dataset": middle_cut(str(first["dataset"])), "encoder": middle_cut(str(first["encoder"])),
                  "seed": as_text(group["seed"]).iloc[0], "key": keys[run_key], "settings": eval_hash}
         for column in columns:

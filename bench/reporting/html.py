@@ -144,7 +144,8 @@ def compare_section(cells: pd.DataFrame | BenchError, baseline: str) -> str:
 
 
 def verdicts_html(cells: pd.DataFrame | BenchError, baseline: str) -> str:
-    """The page's opening lines: one per comparison, its verdict, its interval over runs and the runs behind it."""
+    """The page's opening lines: one per comparison, its verdict, its interval over runs and test items and the runs
+    behind it."""
     if isinstance(cells, BenchError) or cells.empty:
         return ""
     lines = []
@@ -154,9 +155,9 @@ def verdicts_html(cells: pd.DataFrame | BenchError, baseline: str) -> str:
         needed = f"; runs needed {cell['runs needed']}" if cell.get("runs needed") else ""
         lines.append(f"<li><strong>{esc(cell['verdict'])}</strong>: {esc(where)} vs {esc(baseline)}: "
                      f"Δ {esc(cell['Δ acc'])} points, 95% CI {esc(cell['95% CI'])} over {esc(cell['runs'])} "
-                     f"paired runs{esc(needed)}</li>")
-    return (f'<div id="verdicts"><strong>Verdicts</strong> (run-level; see "Comparison with {esc(baseline)}" '
-            f"below):<ul>{''.join(lines)}</ul></div>\n")
+                     f"paired runs and the test items{esc(needed)}</li>")
+    return (f'<div id="verdicts"><strong>Verdicts</strong> (over runs and test items; see "Comparison with '
+            f"{esc(baseline)}\" below):<ul>{''.join(lines)}</ul></div>\n")
 
 
 def vs_paper_section(frame: pd.DataFrame, include: bool = False) -> str:

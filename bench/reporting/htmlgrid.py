@@ -17,10 +17,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from bench.errors import BenchError
-from bench.reporting import floor, plots
+from bench.reporting import floor, nearchance, plots
 from bench.reporting.cellframes import DIGITS, make_table, mark_best, value_cell
 from bench.reporting.collapsed import split_runs
 from bench.reporting.htmlparts import cells_table, esc, figure_html, note
@@ -126,20 +127,42 @@ def main_table(frame: pd.DataFrame, include: bool = False, digits: int = DIGITS)
                    key=lambda r: (r[0], method_key(r[1]), r[2]))  # one entry per row name
     values = kept.groupby(["row", "dataset", "metric"])["value"].apply(list).to_dict()
     flagged = {(r, d) for r, d, k in zip(kept["row"], kept["dataset"], kept["run_key"]) if include and k in split.keys}
+    near = set(nearchance.keys(kept))
+    guessing = {(r, d) for r, d, k in zip(kept["row"], kept["dataset"], kept["run_key"]) if k in near}
     cells = [value_cell(row, f"{d} {header}", values.get((row, d, metric), []), digits=digits,
-                        collapsed=(row, d) in flagged)
+                        collapsed=(row, d) in flagged, near_chance=(row, d) in guessing)
              for _, _, row in order for d in sorted(kept["dataset"].unique())
              for metric, header in MAIN_METRICS]
     mark_best(cells, lambda c: c["column"], digits=digits)
     reference = floor.values(frame)  # the floor: a row of its own, after mark_best (never best)
+    below = below_floor(cells, reference, [(d, metric, f"{d} {header}") for d in sorted(kept["dataset"].unique())
+                                           for metric, header in MAIN_METRICS], digits)
     cells += [floor.cell(floor.LABEL, f"{d} {header}", reference.get((d,), {}).get(metric, []), digits)
               for d in sorted(kept["dataset"].unique()) for metric, header in MAIN_METRICS] if reference else []
     notes = ["— = no finished run; macro-F1: the unweighted mean of the per-class F1 on the test split",
              "knobs beside a method: the settings its runs changed from the defaults (a method's own knobs without "
              "its prefix); runs of one method with other knobs are rows of their own, never averaged together",
-             *shared, *split.notes(), *([floor.NOTE] if reference else [])]
+             *shared, *split.notes(), *nearchance.note(sorted(near)),
+             *([f"{BELOW_FLOOR} = below the classical floor's mean on this dataset ({len(below)} cell(s)): the "
+                f"method does worse than TF-IDF + logistic regression here"] if below else []),
+             *([floor.NOTE] if reference else [])]
     return make_table(cells, "Test accuracy and macro-F1 (%): mean ± std over seeds (n seeds); best per column in "
                       "bold", "method (knobs)", notes)
+
+
+BELOW_FLOOR = "▾"  # after a method's cell whose mean is below the classical floor's on that dataset
+
+
+def below_floor(cells: list[dict], reference: dict, columns: list[tuple[str, str, str]], digits: int) -> list[dict]:
+    """Mark (▾) and return the method cells whose mean is below the floor's mean in their column (`columns`:
+    (dataset, metric, column name)); the floor's own cells come after and are never marked."""
+    floors = {name: float(np.mean(values)) * 100 for d, metric, name in columns
+              if (values := reference.get((d,), {}).get(metric, []))}
+    marked = [c for c in cells if c["column"] in floors and c["mean"] == c["mean"]
+              and round(c["mean"], digits) < round(floors[c["column"]], digits)]
+    for cell in marked:
+        cell.update(text=f"{cell['text']} {BELOW_FLOOR}", below_floor=True)
+    return marked
 
 
 def selection_meta(selection: Selection | None) -> str:

@@ -14,9 +14,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -133,56 +134,71 @@ def bh_adjust(pvalues: Iterable[float]) -> np.ndarray:
 
 @dataclass
 class PairedComparison:
-    """A method against a baseline on one dataset x encoder, over the seeds both have."""
+    """A method against a baseline on one dataset x encoder, over the paired runs both have (keyed by draw:
+    bench.reporting.pairs, or by seed)."""
 
-    seeds: list[int]
-    deltas: list[float]                     # per seed: method accuracy - baseline accuracy (fractions)
+    pairs: list                             # the pair keys, sorted
+    deltas: list[float]                     # per pair: method accuracy - baseline accuracy (fractions)
     mcnemar: list[McNemarResult]
     bootstrap: BootstrapResult | None
     notes: list[str] = field(default_factory=list)
-    unpaired: list[int] = field(default_factory=list)   # seeds only one of the two methods has
+    unpaired: list = field(default_factory=list)   # pair keys only one of the two methods has
+    items: np.ndarray | None = None         # pairs x items (scored in every pair): method - baseline, -1 / 0 / 1
+    labels: list[str] = field(default_factory=list)  # the pairs as notes name them (`label`)
 
     @property
     def delta(self) -> float:
-        """Mean over paired seeds of the accuracy difference."""
+        """Mean over paired runs of the accuracy difference."""
         return float(np.mean(self.deltas)) if self.deltas else float("nan")
 
 
-def compare_predictions(baseline: Mapping[int, pd.DataFrame], method: Mapping[int, pd.DataFrame],
+def compare_predictions(baseline: Mapping[Any, pd.DataFrame], method: Mapping[Any, pd.DataFrame],
                         n_resamples: int = N_RESAMPLES, seed: int = BOOTSTRAP_SEED,
-                        names: tuple[str, str] = ("baseline", "method")) -> PairedComparison:
-    """Compare per-seed predictions of a method with a baseline's (seed -> `load_predictions` frame): McNemar
-    per seed and one bootstrap pooled over seeds; seeds one side lacks are left out and noted."""
+                        names: tuple[str, str] = ("baseline", "method"),
+                        label: Callable[[Any], str] = lambda s: f"seed {s}") -> PairedComparison:
+    """Compare per-run predictions of a method with a baseline's (pair key, e.g. seed or draw -> `load_predictions`
+    frame): McNemar per pair and one bootstrap pooled over pairs; pairs one side lacks are left out and noted
+    (`label` names a pair in notes)."""
     unpaired = sorted(set(baseline) ^ set(method))
-    notes = [f"{seed_list(only)}: {side} only, left out" for side, only in
+    notes = [f"{paired_list([label(k) for k in only])}: {side} only, left out" for side, only in
              ((names[0], sorted(set(baseline) - set(method))), (names[1], sorted(set(method) - set(baseline))))
              if only]
-    seeds, deltas, tests, columns = [], [], [], {}
+    pairs, deltas, tests, columns = [], [], [], {}
     for s in sorted(set(baseline) & set(method)):
         joined = baseline[s].merge(method[s], on="id", suffixes=("_a", "_b"))
         if joined.empty:
-            notes.append(f"seed {s}: no test items in common, left out")
+            notes.append(f"{label(s)}: no test items in common, left out")
             continue
         if (joined["gold_a"] != joined["gold_b"]).any():
-            notes.append(f"seed {s}: the runs disagree on gold labels of the same item ids (different data?), "
+            notes.append(f"{label(s)}: the runs disagree on gold labels of the same item ids (different data?), "
                          f"left out")
             continue
         lost = max(len(baseline[s]), len(method[s])) - len(joined)
         if lost:
-            notes.append(f"seed {s}: {lost} test items not in both runs, left out")
+            notes.append(f"{label(s)}: {lost} test items not in both runs, left out")
         a, b = joined["correct_a"].to_numpy(bool), joined["correct_b"].to_numpy(bool)
-        seeds.append(s)
+        pairs.append(s)
         deltas.append(float(b.mean() - a.mean()))
         tests.append(mcnemar_test(a, b))
-        columns[s] = pd.Series(b.astype(float) - a.astype(float), index=joined["id"].to_numpy())
-    if not seeds:
+        columns[len(pairs) - 1] = pd.Series(b.astype(np.int8) - a.astype(np.int8), index=joined["id"].to_numpy())
+    if not pairs:
         return PairedComparison([], [], [], None, notes, unpaired)
     items = pd.DataFrame(columns)
     complete = items.dropna()
     if len(complete) < len(items):
-        notes.append(f"bootstrap: {len(items) - len(complete)} items not scored in every paired seed, left out")
-    result = paired_bootstrap(complete.to_numpy().T, n_resamples, seed)
-    return PairedComparison(seeds, deltas, tests, result, notes, unpaired)
+        notes.append(f"{len(items) - len(complete)} items not scored in every paired run, left out of the item "
+                     f"terms")
+    matrix = complete.to_numpy(dtype=float).T
+    result = paired_bootstrap(matrix, n_resamples, seed)
+    return PairedComparison(pairs, deltas, tests, result, notes, unpaired, matrix, [label(k) for k in pairs])
+
+
+
+def paired_list(labels: list[str]) -> str:
+    """`seed 3`, `seeds 2, 3` (labels `seed N`) or the labels joined."""
+    if labels and all(text.startswith("seed ") and text[5:].isdigit() for text in labels):
+        return seed_list([int(text.removeprefix("seed ")) for text in labels])
+    return ", ".join(labels)
 
 
 def seed_list(seeds: list[int]) -> str:

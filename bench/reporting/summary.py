@@ -10,10 +10,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from bench.reporting import floor
+from bench.reporting import floor, nearchance, pairs
 from bench.reporting.collapsed import MARK, split_runs
 from bench.reporting.resultsview import breakdown_rows, knobs_text, with_regimes
-from bench.reporting.verdicts import MIN_RUNS, RunLevel, run_level, verdict
+from bench.reporting.verdicts import MIN_RUNS, TaskLevel, task_level, verdict
 
 KEYS = ["dataset", "encoder", "method"]
 COLLAPSED = "collapsed"  # shown instead of the numbers of a method whose every run collapsed
@@ -29,13 +29,16 @@ def summary_table(rows: list[dict[str, Any]]) -> pd.DataFrame:
     everything = pd.DataFrame(rows)
     if everything.empty:
         return everything
+    everything = nearchance.fill(everything)
     frame = with_regimes(everything[(everything["evaluator"] == "clean") & (everything["split"] == "test")
                                     & (everything["label"] == "")])
     several = "combo" in frame and (frame.groupby(KEYS)["combo"].nunique() > 1).any()
     if several:  # a knob grid: one line per combination, named by the knobs it changed
         frame = frame.assign(knobs=[knobs_text(k) for k in frame["knobs"]])
     keys = [*KEYS, "knobs"] if several else KEYS
-    return with_floor(summary_lines(frame, keys), with_regimes(floor.reference_rows(everything)))
+    table = with_floor(summary_lines(frame, keys), with_regimes(floor.reference_rows(everything)))
+    table.attrs["notes"] = [*table.attrs.get("notes", []), *nearchance.note(nearchance.keys(frame))]
+    return table
 
 
 def with_floor(table: pd.DataFrame, reference: pd.DataFrame) -> pd.DataFrame:
@@ -73,13 +76,15 @@ def summary_lines(frame: pd.DataFrame, by: list[str]) -> pd.DataFrame:
     wall = frame.groupby([*by, "seed"])["wall_seconds"].first().groupby(by).mean()  # time spent: every run
     lost = frame[frame["run_key"].isin(split.keys)].groupby(by)["seed"].nunique() if split.keys else {}
     kept = split.kept
+    near = {tuple(k) for k in nearchance.cells(kept, by)} if not kept.empty else set()
     groups = {} if kept.empty else dict(list(
         kept.pivot_table(index=[*by, "seed"], columns="metric", values="value").reset_index().groupby(by)))
     out = []
     for keys in wall.index:  # every group, sorted
         group = groups.get(keys)
         row = {**dict(zip(by, keys)), "seeds": 0 if group is None else len(group),
-               "accuracy": COLLAPSED if group is None else mean_std(group["accuracy"]),
+               "accuracy": COLLAPSED if group is None else
+               mean_std(group["accuracy"]) + (f" {nearchance.MARK}" if tuple(keys) in near else ""),
                "macro_f1": COLLAPSED if group is None else mean_std(group["macro_f1"]),
                "wall_s": f"{wall[keys]:.0f}"}
         if split.keys:
@@ -149,8 +154,8 @@ def results_table(rows: list[dict[str, Any]], predictions: dict[str, pd.DataFram
                   baseline: str = BASELINE) -> pd.DataFrame:
     """`summary_table` plus, where `baseline` ran on the same dataset and encoder and `predictions` (run key ->
     `stats.load_predictions` frame) are given, the comparison with it as `clbench report --table compare` makes
-    it (bench.reporting.verdicts): the mean paired difference in points over runs, its t interval over runs
-    (from 2 runs) and the verdict word, BH over the summary's comparisons."""
+    it (bench.reporting.verdicts): the mean paired difference in points over runs, its interval over runs and
+    test items (from 2 runs) and the verdict word, BH over the summary's comparisons."""
     from bench.reporting.stats import bh_adjust
     from bench.reporting.tables import clean_accuracy
 
@@ -159,36 +164,43 @@ def results_table(rows: list[dict[str, Any]], predictions: dict[str, pd.DataFram
         return table
     kept = split_runs(clean_accuracy(pd.DataFrame(rows))).kept  # no paired difference with a collapsed run
     kept = with_regimes(kept)  # `dataset` names the regime, as in `table` (sst2[n=100])
-    runs = kept.groupby([*KEYS, "seed"])["run_key"].first().to_dict()
+    runs = {k: keys[0] for k, keys in pairs.runs_by_pair(kept).items()}  # paired by draw, as compare pairs them
     levels = [paired_runs(runs, predictions, row["dataset"], row["encoder"], row["method"], baseline)
               if row["method"] != floor.LABEL else None for _, row in table.iterrows()]  # the floor: never compared
+    guessing = set(nearchance.keys(nearchance.fill(pd.DataFrame(rows))))
+    near = [row["method"] != floor.LABEL and any(key in guessing for (d, e, m, _), key in runs.items()
+                                                 if (d, e) == (row["dataset"], row["encoder"])
+                                                 and m in (row["method"], baseline)) for _, row in table.iterrows()]
     qvalues = iter(bh_adjust([level.pvalue for level in levels if level is not None]))
-    column = [delta_text(level, next(qvalues)) if level is not None else "—" for level in levels]
+    column = [delta_text(level, next(qvalues), guess) if level is not None else "—"
+              for level, guess in zip(levels, near)]
     table.insert(table.columns.get_loc("wall_s"), delta_column(baseline), column)
     return table
 
 
 def paired_runs(runs: dict[tuple, str], predictions: dict[str, pd.DataFrame], dataset: str, encoder: str,
-                method: str, baseline: str) -> RunLevel | None:
-    """The run-level comparison of `method` with `baseline` (points); None for the baseline itself or when the
-    two share no seed with predictions."""
+                method: str, baseline: str) -> TaskLevel | None:
+    """The task-level comparison of `method` with `baseline` (points; bench.reporting.verdicts.task_level); None
+    for the baseline itself or when the two share no draw with predictions."""
     from bench.reporting import stats
 
-    def by_seed(name: str) -> dict[int, pd.DataFrame]:
-        return {int(s): predictions[key] for (d, e, m, s), key in runs.items()
+    def by_draw(name: str) -> dict[tuple, pd.DataFrame]:
+        return {k: predictions[key] for (d, e, m, k), key in runs.items()
                 if (d, e, m) == (dataset, encoder, name) and key in predictions}
 
     if method == baseline:
         return None
-    result = stats.compare_predictions(by_seed(baseline), by_seed(method), SUMMARY_RESAMPLES)
-    return run_level(100 * np.asarray(result.deltas)) if result.seeds else None
+    ours, theirs = by_draw(baseline), by_draw(method)
+    result = stats.compare_predictions(ours, theirs, SUMMARY_RESAMPLES, label=pairs.namer([*ours, *theirs]))
+    return task_level(100 * np.asarray(result.deltas), result.items) if result.pairs else None
 
 
-def delta_text(level: RunLevel, q: float) -> str:
-    """`+1.23 [-0.40, +2.90] inconclusive` (points; from 2 runs) or `+2.00 inconclusive (1 run)`."""
+def delta_text(level: TaskLevel, q: float, near: bool = False) -> str:
+    """`+1.23 [-0.40, +2.90] inconclusive` (points; from 2 runs), `+2.00 inconclusive (1 run)`, or with a run not
+    clearly above chance on either side (`near`) `near chance` in place of the verdict."""
     interval = "" if np.isnan(level.low) else f" [{level.low:+.2f}, {level.high:+.2f}]"
     runs = f" ({level.n} run{'s' if level.n > 1 else ''})" if level.n < MIN_RUNS else ""
-    return f"{level.delta:+.2f}{interval} {verdict(level, q)}{runs}"
+    return f"{level.delta:+.2f}{interval} {nearchance.VERDICT if near else verdict(level, q)}{runs}"
 
 
 def evaluator_lines(rows: list[dict[str, Any]]) -> list[str]:

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from bench.reporting import floor, stats, verdicts
+from bench.reporting import floor, nearchance, pairs, stats, verdicts
 from bench.errors import BenchError
 from bench.reporting.cellframes import DIGITS, MISSING, format_p, make_table, mark_best, text_cell, value_cell
 from bench.reporting.collapsed import MARK, split_runs
@@ -84,15 +84,17 @@ def paper_ii(frame: pd.DataFrame, digits: int = DIGITS, include_collapsed: bool 
                for m in sorted(accuracy.loc[accuracy["encoder"] == e, "method"].unique(), key=method_key)]
     values = accuracy.groupby(["dataset", "encoder", "method"])["value"].apply(list).to_dict()
     datasets = sorted(accuracy["dataset"].unique())
-    cells = [value_cell(d, f"{e} {m}", values.get((d, e, m), []), digits=digits, collapsed=(d, e, m) in flagged)
-             for d in datasets for e, m in columns]
+    near = nearchance.cells(accuracy, CELL)
+    cells = [value_cell(d, f"{e} {m}", values.get((d, e, m), []), digits=digits, collapsed=(d, e, m) in flagged,
+                        near_chance=(d, e, m) in near) for d in datasets for e, m in columns]
     mark_best(cells, lambda c: c["row"], digits=digits)
     reference = floor.values(frame)  # the floor: a column of its own, after mark_best (never best)
     if reference:  # each dataset's row ends with the floor's cell
         ends = {d: floor.cell(d, floor.LABEL, reference.get((d,), {}).get("accuracy", []), digits) for d in datasets}
         cells = [c for d in datasets for c in (*(c for c in cells if c["row"] == d), ends[d])]
     return make_table(cells, "Test accuracy (%): mean ± std over seeds (n seeds); best per dataset in bold",
-                      "dataset", ["— = no finished run", *split.notes(), *([floor.NOTE] if reference else [])])
+                      "dataset", ["— = no finished run", *split.notes(), *nearchance.note(nearchance.keys(accuracy)),
+                                  *([floor.NOTE] if reference else [])])
 
 
 def ablation(frame: pd.DataFrame, digits: int = DIGITS, include_collapsed: bool = False) -> pd.DataFrame:
@@ -102,16 +104,18 @@ def ablation(frame: pd.DataFrame, digits: int = DIGITS, include_collapsed: bool 
                f"{','.join(ABLATION_METHODS)}` or loosen --filter")
     accuracy, flagged = split.kept, split.cells(CELL)
     encoders = sorted(accuracy["encoder"].unique())
-    pairs = sorted(set(zip(accuracy["dataset"], accuracy["encoder"])))
+    blocks = sorted(set(zip(accuracy["dataset"], accuracy["encoder"])))
     values = accuracy.groupby(["dataset", "encoder", "method"])["value"].apply(list).to_dict()
+    near = nearchance.cells(accuracy, CELL)
     cells = [value_cell(m, d if len(encoders) == 1 else f"{d} {e}", values.get((d, e, m), []), digits=digits,
-                        collapsed=(d, e, m) in flagged)
-             for m in ABLATION_METHODS for d, e in pairs]
+                        collapsed=(d, e, m) in flagged, near_chance=(d, e, m) in near)
+             for m in ABLATION_METHODS for d, e in blocks]
     mark_best(cells, lambda c: c["column"], digits=digits)
     title = "Ablation: test accuracy (%), mean ± std over seeds (n seeds); best per column in bold"
     if len(encoders) == 1:
         title += f"; encoder {encoders[0]}"
-    return make_table(cells, title, "method", ["— = no finished run", *split.notes()])
+    return make_table(cells, title, "method", ["— = no finished run", *split.notes(),
+                                               *nearchance.note(nearchance.keys(accuracy))])
 
 
 def robustness(frame: pd.DataFrame, digits: int = DIGITS, include_collapsed: bool = False) -> pd.DataFrame:
@@ -189,10 +193,11 @@ def skipped_notes(frame: pd.DataFrame) -> list[str]:
 def compare(frame: pd.DataFrame, predictions: Mapping[str, pd.DataFrame], baseline: str = "ce",
             n_resamples: int = stats.N_RESAMPLES, seed: int = stats.BOOTSTRAP_SEED,
             include_collapsed: bool = False, settings: VerdictSettings = VerdictSettings()) -> pd.DataFrame:
-    """Every other method against `baseline` per dataset x encoder, paired by seed (one seed = one run, and with
-    per-seed draws one training sample): the verdict (bench.reporting.verdicts) from the run-level Δ, its t
-    interval and test (Benjamini-Hochberg q over the table), ASO and the runs needed; then, secondary, the
-    item-level bootstrap interval and McNemar p of these trained models (bench.reporting.stats).
+    """Every other method against `baseline` per dataset x encoder, paired by draw (bench.reporting.pairs: the same
+    training and validation sample; runs of several draw sets pool into one comparison): the verdict
+    (bench.reporting.verdicts) from the task-level Δ, its interval over runs and test items and its test
+    (Benjamini-Hochberg q over the table), ASO and the runs needed; then, secondary, the run-only interval (test
+    items held fixed), the item-level bootstrap interval and McNemar p of these trained models (bench.reporting.stats).
 
     `predictions` maps run keys to `stats.load_predictions` frames."""
     split = split_runs(clean_accuracy(frame), frame, include_collapsed)
@@ -201,103 +206,142 @@ def compare(frame: pd.DataFrame, predictions: Mapping[str, pd.DataFrame], baseli
     if baseline not in set(accuracy["method"]):
         raise BenchError(f"baseline {baseline!r} has no finished runs in the selection; methods there: "
                          f"{', '.join(sorted(accuracy['method'].unique(), key=method_key))} (use --baseline)")
-    runs = accuracy.groupby(["dataset", "encoder", "method", "seed"])["run_key"].apply(sorted).to_dict()
+    runs = pairs.runs_by_pair(accuracy)
     scores = dict(zip(accuracy["run_key"], accuracy["value"].astype(float)))
+    guessing = set(nearchance.keys(accuracy))
     groups = sorted({(d, e) for d, e, m, _ in runs if m == baseline})
     several = len(groups) > 1
     results, notes = [], []
     notes += [f"{d}/{e}: no {baseline} run, not compared" for d, e in sorted({(d, e) for d, e, _, _ in runs})
               if (d, e) not in groups]
     for dataset, encoder in groups:
-        per_method: dict[str, dict[int, str]] = {}
-        for (d, e, m, s), keys in runs.items():
+        per_method: dict[str, dict[pairs.PairKey, str]] = {}
+        crowded: dict[str, int] = {}  # runs left out because several configurations share one draw
+        sets = pairs.draw_sets([k for d, e, _, k in runs if (d, e) == (dataset, encoder)])
+        for (d, e, m, k), keys in runs.items():
             if (d, e) != (dataset, encoder):
                 continue
             if len(keys) > 1:
-                notes.append(f"{d}/{e}/{m} seed {s}: {len(keys)} runs (different configs) left out; pick one "
-                             f"with --filter config_hash=...")
+                crowded[m] = crowded.get(m, 0) + len(keys)
+                notes.append(f"{d}/{e}/{m} {pairs.label(k, sets > 1)}: {len(keys)} runs (different configs) left "
+                             f"out; pick one with --filter config_hash=...")
                 continue
-            per_method.setdefault(m, {})[int(s)] = keys[0]
+            per_method.setdefault(m, {})[k] = keys[0]
         base = per_method.get(baseline, {})
         for method in sorted(set(per_method) - {baseline}, key=method_key):
-            result = stats.compare_predictions({s: predictions[k] for s, k in base.items()},
-                                               {s: predictions[k] for s, k in per_method[method].items()},
-                                               n_resamples, seed, (baseline, method))
-            aso = verdicts.aso_epsilon([scores[k] for k in per_method[method].values()],
-                                       [scores[k] for k in base.values()], settings.aso_iterations)
-            results.append((dataset, encoder, method, result, verdicts.run_level(100 * np.asarray(result.deltas)),
-                            aso))
+            result = stats.compare_predictions({k: predictions[r] for k, r in base.items()},
+                                               {k: predictions[r] for k, r in per_method[method].items()},
+                                               n_resamples, seed, (baseline, method),
+                                               lambda k: pairs.described(k, sets > 1))
+            aso = verdicts.aso_epsilon([scores[r] for r in per_method[method].values()],
+                                       [scores[r] for r in base.values()], settings.aso_iterations)
+            points = 100 * np.asarray(result.deltas)
+            near = sorted(guessing & {r for side in (base, per_method[method]) for k, r in side.items()
+                                      if k in result.pairs})
+            results.append((dataset, encoder, method, result, verdicts.task_level(points, result.items),
+                            verdicts.run_level(points), aso,
+                            (pairs.draw_sets(result.pairs), crowded.get(method, 0) + crowded.get(baseline, 0), near)))
             where = f"{dataset}/{encoder}/{method}" if several else method
             notes += [f"{where}: {note}" for note in result.notes]
     if not results:
         raise BenchError(f"no method besides the baseline {baseline!r} on the datasets it ran on; nothing to compare")
-    qvalues = stats.bh_adjust([runs_.pvalue for *_, runs_, _ in results])
+    qvalues = stats.bh_adjust([level.pvalue for *_, level, _, _, _ in results])
     cells = []
     flagged = split.cells(CELL)
-    for (dataset, encoder, method, result, level, aso), q in zip(results, qvalues):
-        row = comparison_cells(f"{dataset} {encoder} {method}" if several else method, result, level, aso, q,
-                               settings)
+    for (dataset, encoder, method, result, level, runs_only, aso, counts), q in zip(results, qvalues):
+        row = comparison_cells(f"{dataset} {encoder} {method}" if several else method, result, level, runs_only,
+                               aso, q, settings, counts)
         for cell in row:  # what the row compares, for readers of the cells (bench.api.compare)
             cell.update(dataset=dataset, encoder=encoder, method=method)
         if {(dataset, encoder, method), (dataset, encoder, baseline)} & flagged and row[1]["text"] != MISSING:
             row[1]["text"] += f" {MARK}"  # Δ of a pair that includes a collapsed run
         cells += row
-    title = f"Paired comparison with {baseline}: Δ = method − {baseline} test accuracy (points), over runs"
+    title = (f"Paired comparison with {baseline}: Δ = method − {baseline} test accuracy (points), over runs and "
+             f"test items")
     if not several:
         title += f" on {groups[0][0]} ({groups[0][1]})"
-    explained = [
+    return make_table(cells, title, "dataset encoder method" if several else "method",
+                      compare_notes(baseline, settings, int(np.isfinite(qvalues).sum()), n_resamples, seed)
+                      + notes + split.notes() + nearchance.note(sorted({r for *_, (_, _, near) in results
+                                                                          for r in near})), left=["verdict"])
+
+
+def compare_notes(baseline: str, settings: VerdictSettings, compared: int, n_resamples: int, seed: int) -> list[str]:
+    """What the compare table's columns hold (docs/REPORTS.md#verdicts-about-the-task)."""
+    return [
         (f"verdict: better / worse (q < {settings.alpha:g}), equivalent (95% CI inside ±{settings.rope:g} points, "
-         f"the ROPE) or inconclusive; fewer than {verdicts.MIN_RUNS} paired runs: inconclusive, always"),
-        ("run = one seed (with per-seed draws: one training sample), paired across methods; Δ: mean over runs; "
-         "95% CI: Student t over the per-run differences; p: paired t-test; q: Benjamini-Hochberg over the "
-         f"{int(np.isfinite(qvalues).sum())} comparisons in this table"),
+         f"the ROPE) or inconclusive; fewer than {verdicts.MIN_RUNS} paired runs: inconclusive, always; "
+         f"{nearchance.VERDICT}: a paired run's test accuracy is not clearly above chance, so no verdict"),
+        ("run = the method and the baseline trained on one draw (data seed, seed, regime: one training and "
+         "validation sample), paired; Δ: mean over runs; 95% CI and p: over runs and test items (a crossed "
+         "runs × items model, Student t with runs − 1 df: the test set is a sample of the task, not fixed); "
+         f"q: Benjamini-Hochberg over the {compared} comparisons in this table"),
         (f"ASO ε: Almost Stochastic Order of the method's run accuracies over {baseline}'s (deepsig, "
          f"{settings.aso_iterations} iterations; < 0.5: the method almost stochastically dominates; — below "
          f"{verdicts.MIN_RUNS} runs a side)"),
-        ("runs needed: paired runs at which an inconclusive comparison would likely be settled at the observed Δ "
-         "and spread (80% power; + = more than now)"),
-        (f"secondary, these trained models only (‡): items CI = paired bootstrap over test items pooled over runs "
-         f"({n_resamples:,} resamples, RNG seed {seed}), McNemar per run (exact binomial when discordant items < "
-         f"{stats.EXACT_BELOW}); they hold the models fixed and never decide the verdict"),
+        ("runs: paired runs (draw sets when several; runs that could not be paired); runs needed: a plug-in "
+         "estimate at the observed Δ and spread of the paired runs that would likely settle an inconclusive "
+         "comparison (80% power), with its range over the uncertainty of the run spread; 'more test items' when "
+         "the test set alone keeps it open"),
+        (f"secondary (‡), never deciding the verdict: runs-only CI = Student t over the per-run differences, the "
+         f"test items held fixed; items CI = paired bootstrap over test items pooled over runs ({n_resamples:,} "
+         f"resamples, RNG seed {seed}) and McNemar per run (exact binomial when discordant items < "
+         f"{stats.EXACT_BELOW}), the trained models held fixed"),
     ]
-    return make_table(cells, title, "dataset encoder method" if several else "method",
-                      explained + notes + split.notes(), left=["verdict"])
 
 
-def comparison_cells(row: str, result: stats.PairedComparison, level: verdicts.RunLevel, aso: float, q: float,
-                     settings: VerdictSettings = VerdictSettings()) -> list[dict[str, Any]]:
-    """The cells of one comparison row: the run-level verdict and its statistics, then the item-level ones."""
-    n = len(result.seeds)
+def comparison_cells(row: str, result: stats.PairedComparison, level: verdicts.TaskLevel,
+                     runs_only: verdicts.RunLevel, aso: float, q: float,
+                     settings: VerdictSettings = VerdictSettings(), counts: tuple[int, int, list[str]] = (1, 0, [])
+                     ) -> list[dict[str, Any]]:
+    """The cells of one comparison row: the task-level verdict and its statistics, then the secondary ones.
+    `counts`: the draw sets of the pairs, the runs left out for sharing a draw with another configuration, and the
+    paired runs near chance (then the verdict is "near chance": bench.reporting.nearchance)."""
+    n = len(result.pairs)
     unpaired = "; ".join(result.notes)
-    runs_text = str(n) + (f" ({len(result.unpaired)} unpaired)" if result.unpaired else "")
+    sets, crowded, near = counts
+    left_out = len(result.unpaired) + crowded
+    extras = [f"{sets} draw sets"] if sets > 1 else []
+    extras += [f"{left_out} unpaired"] if left_out else []
+    runs_text = str(n) + (f" ({'; '.join(extras)})" if extras else "")
     if not n or result.bootstrap is None:
         return [text_cell(row, "verdict", "inconclusive", note=unpaired or "no paired runs")] + \
             [text_cell(row, c, MISSING, note=unpaired or "no paired runs")
              for c in ("Δ acc", "95% CI", "p", "q (BH)", "ASO ε")] + \
-            [text_cell(row, "runs", runs_text, n=0, note=unpaired),
-             text_cell(row, "runs needed", verdicts.needed_text(None, 0), n=0)] + \
-            [text_cell(row, c, MISSING) for c in ("items CI ‡", "McNemar p ‡")]
-    word = verdicts.verdict(level, q, settings)
-    needed = verdicts.runs_needed(level, settings) if word == "inconclusive" else None
+            [text_cell(row, "runs", runs_text, n=0, note=unpaired, unpaired=left_out),
+             text_cell(row, "runs needed", verdicts.needed_text(verdicts.Needed(None), 0), n=0)] + \
+            [text_cell(row, c, MISSING) for c in ("runs-only CI ‡", "items CI ‡", "McNemar p ‡")]
+    word = nearchance.VERDICT if near else verdicts.verdict(level, q, settings)
+    needed = verdicts.runs_needed(level, settings) if word == "inconclusive" else verdicts.Needed(None)
     delta = text_cell(row, "Δ acc", f"{level.delta:+.2f}", level.delta, n, unpaired)
     delta["std"] = level.std
-    ci = "[" + ", ".join(MISSING if math.isnan(v) else f"{v:+.2f}" for v in (level.low, level.high)) + "]"
     boot = result.bootstrap
-    items = "[" + ", ".join(MISSING if math.isnan(v) else f"{100 * v:+.2f}" for v in (boot.low, boot.high)) + "]"
-    mcnemar = ", ".join(f"s{s} {format_p(t.pvalue)}" for s, t in zip(result.seeds, result.mcnemar))
+    mcnemar = ", ".join(f"{pairs.label(k, sets > 1) if isinstance(k, tuple) else k} {format_p(t.pvalue)}"
+                        for k, t in zip(result.pairs, result.mcnemar))
     return [
-        text_cell(row, "verdict", word, n=n, verdict=word),
+        text_cell(row, "verdict", word, n=n, verdict=word, near_chance=bool(near),
+                  note=f"{len(near)} paired run(s) near chance: {', '.join(near)}" if near else ""),
         delta,
-        text_cell(row, "95% CI", ci, n=n, low=level.low, high=level.high),
+        text_cell(row, "95% CI", interval_text(level.low, level.high), n=n, low=level.low, high=level.high),
         text_cell(row, "p", format_p(level.pvalue), level.pvalue, n),
         text_cell(row, "q (BH)", format_p(q), float(q), n),
         text_cell(row, "ASO ε", MISSING if math.isnan(aso) else f"{aso:.2f}", aso, n),
-        text_cell(row, "runs", runs_text, float(n), n, unpaired),
+        text_cell(row, "runs", runs_text, float(n), n, unpaired, sets=sets, unpaired=left_out),
         text_cell(row, "runs needed", verdicts.needed_text(needed, n) if word == "inconclusive" else "",
-                  math.nan if needed is None else float(needed), n),
-        text_cell(row, "items CI ‡", items, n=n, low=100 * boot.low, high=100 * boot.high, p=boot.pvalue),
+                  math.nan if needed.runs is None else float(needed.runs), n,
+                  low=math.nan if needed.low is None else float(needed.low),
+                  high=math.nan if needed.high is None else float(needed.high), more_items=needed.more_items),
+        text_cell(row, "runs-only CI ‡", interval_text(runs_only.low, runs_only.high), n=n, low=runs_only.low,
+                  high=runs_only.high, p=runs_only.pvalue),
+        text_cell(row, "items CI ‡", interval_text(100 * boot.low, 100 * boot.high), n=n, low=100 * boot.low,
+                  high=100 * boot.high, p=boot.pvalue),
         text_cell(row, "McNemar p ‡", mcnemar, n=n),
     ]
+
+
+def interval_text(low: float, high: float) -> str:
+    """`[-0.40, +2.90]` (points), — for a missing end."""
+    return "[" + ", ".join(MISSING if math.isnan(v) else f"{v:+.2f}" for v in (low, high)) + "]"
 
 
 def vs_paper(frame: pd.DataFrame, papers: Mapping[str, Mapping[str, Any]] | None = None,

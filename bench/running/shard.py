@@ -16,7 +16,7 @@ import numpy as np
 from sklearn.metrics import confusion_matrix
 
 import bench.methods  # noqa: F401  (registers the methods)
-from bench.results import faults, lease, manifest, repair, runfiles, stopping, store
+from bench.results import chance, faults, lease, manifest, repair, runfiles, stopping, store
 from bench.data.batching import Encoded, auto_bucket
 from bench.data.bounds import TextBound, bound_data
 from bench.training.compile import compile_encoder
@@ -258,6 +258,10 @@ def train_and_evaluate(spec: RunSpec, data: TextData, run_dir: Path, device_name
     predicted = probabilities.argmax(1)
     phases["test_seconds"] = time.perf_counter() - clock
     collapsed = collapse_note(data.test.labels, predicted, data.label_names, lr_hint(spec.encoder))
+    level = chance.chance_level(np.bincount(np.asarray(data.test.labels, dtype=int), minlength=len(data.label_names)),
+                                len(data.label_names))
+    test_accuracy = float(np.mean(np.asarray(data.test.labels) == predicted)) if len(predicted) else float("nan")
+    guessing = chance.near_chance(test_accuracy, len(predicted), level)
     wall = time.perf_counter() - started
     names = data.label_names
 
@@ -287,6 +291,7 @@ def train_and_evaluate(spec: RunSpec, data: TextData, run_dir: Path, device_name
             "train_seconds": round(sum(h["seconds"] for h in fit.history), 2),  # all epochs, across resumes
             **{k: round(v, 2) for k, v in phases.items()},  # this process's fixed costs (build, tokenise, test)
             "collapsed": int(bool(collapsed)),  # 1: the model predicts one class whatever the input
+            "chance": round(level, 6), "near_chance": int(guessing),  # 1: not clearly above chance (results.chance)
             "compiled": compiled, "length_bucket": bucket,  # speed settings: not in the run key, recorded here
             "cuda_graphs": cuda_graphs,  # "on", or "off: <why>" (bench.training.graphs.graphs_decision)
             "deterministic": int(deterministic),  # 1: deterministic kernels (a CPU, or --deterministic)
@@ -300,7 +305,8 @@ def train_and_evaluate(spec: RunSpec, data: TextData, run_dir: Path, device_name
                  "value": fit.best_val_accuracy, "n": len(data.validation), **meta})
     if request.save_model and "pt" in request.save_format:
         runfiles.save_model(run_dir, method)
-    warning = "; ".join(filter(None, [trainer.checkpoint_note, collapsed, fit.method_warning]))
+    near = chance.describe(test_accuracy, level) if guessing and not collapsed else ""
+    warning = "; ".join(filter(None, [trainer.checkpoint_note, collapsed, near, fit.method_warning]))
     if request.save_model and "hf" in request.save_format:  # one that cannot be exported: a warning, results stand
         warning = "; ".join(filter(None, [warning, save_hf_in_run(method, bundle, data, spec, run_dir, rows)]))
     runfiles.write_json(run_dir, store.ROWS, rows)

@@ -1,0 +1,80 @@
+"""Which runs are paired: a method's run and the baseline's run trained on the same draw, i.e. the same training
+and validation sample (data seed, validation carve, draw kind, and the seed, which also draws the sample in a
+per-seed regime) within one dataset x regime x encoder. Never the seed alone: two draw sets in one results folder
+(data seed 0 seeds 1-10 and data seed 1 seeds 1-5) are 15 pairs, not 10 with 5 collisions.
+
+Rows written before the draw columns existed (issue 52) are read with their defaults (data seed 0, validation
+fraction 0.1, a fixed draw), which is what those runs had unless a `--data-seed` was given.
+Light imports only (pandas).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable
+
+import pandas as pd
+
+DRAW_COLUMNS = {"data_seed": 0, "val_fraction": 0.1, "data_draw": "fixed"}  # with their defaults for older rows
+PairKey = tuple[Hashable, ...]  # (data_seed, val_fraction, data_draw, seed)
+
+
+def with_draws(frame: pd.DataFrame) -> pd.DataFrame:
+    """`frame` with the draw columns present and filled (older rows: the defaults)."""
+    frame = frame.copy()
+    for column, default in DRAW_COLUMNS.items():
+        if column not in frame:
+            frame[column] = default
+        elif isinstance(default, str):
+            frame[column] = frame[column].where(frame[column].notna() & (frame[column].astype(str) != ""), default)
+        else:
+            frame[column] = pd.to_numeric(frame[column], errors="coerce").fillna(default)
+    frame["data_seed"] = frame["data_seed"].astype(int)
+    return frame
+
+
+def pair_key(row: pd.Series | dict) -> PairKey:
+    """The draw a run was trained on, as the key that pairs it: (data_seed, val_fraction, data_draw, seed)."""
+    return (int(row["data_seed"]), round(float(row["val_fraction"]), 6), str(row["data_draw"]), int(row["seed"]))
+
+
+def draw_set(key: PairKey) -> PairKey:
+    """The draw set of a pair (its key without the seed)."""
+    return key[:-1]
+
+
+def label(key: PairKey, several_sets: bool) -> str:
+    """A pair as tables name it: `s3`, or with several draw sets `d1 s3` (data seed 1, seed 3; the validation
+    fraction and draw kind too when they differ from the defaults)."""
+    data_seed, fraction, draw, seed = key
+    if not several_sets:
+        return f"s{seed}"
+    extra = "".join([f" val{fraction:g}" if fraction != DRAW_COLUMNS["val_fraction"] else "",
+                     f" {draw}" if draw != DRAW_COLUMNS["data_draw"] else ""])
+    return f"d{data_seed}{extra} s{seed}"
+
+
+def described(key: PairKey, several_sets: bool) -> str:
+    """A pair as notes name it: `seed 3`, or with several draw sets `data seed 1 seed 3`."""
+    short = label(key, several_sets)
+    return f"seed {key[-1]}" if not several_sets else "data seed " + short[1:].replace(" s", " seed ", 1)
+
+
+def namer(keys: list[PairKey]):
+    """`described` for the pairs `keys` (several draw sets or one)."""
+    several = draw_sets(keys) > 1
+    return lambda key: described(key, several)
+
+
+def runs_by_pair(accuracy: pd.DataFrame) -> dict[tuple[str, str, str, PairKey], list[str]]:
+    """(dataset, encoder, method, pair key) -> the run keys (sorted) of clean accuracy rows `accuracy`; more than
+    one key means several configurations (e.g. knob settings) on one draw."""
+    frame = with_draws(accuracy)
+    found: dict[tuple[str, str, str, PairKey], list[str]] = {}
+    for row in frame.to_dict("records"):
+        found.setdefault((row["dataset"], row["encoder"], row["method"], pair_key(row)), []).append(str(row["run_key"]))
+    return {key: sorted(set(keys)) for key, keys in found.items()}
+
+
+def draw_sets(keys: list[PairKey]) -> int:
+    """How many draw sets the pairs `keys` come from."""
+    return len({draw_set(k) for k in keys})
