@@ -182,3 +182,13 @@ def test_aso_iterations_default_reads_the_environment(monkeypatch):
     assert VerdictSettings().aso_iterations == 7
     monkeypatch.setenv(verdicts.ASO_ENV, "many")
     assert VerdictSettings().aso_iterations == verdicts.ASO_ITERATIONS
+
+
+def test_runs_needed_grows_with_the_run_variance_even_far_in_the_tail():
+    """scipy's noncentral t gives NaN far in its tail (issue 52 saw `≈ 4 (6-52)`): more spread never needs fewer
+    runs, and the range brackets the estimate."""
+    needed = [verdicts.settle_runs(0.494, 0.0241 * f, 0.0) for f in np.linspace(0.05, 80, 400)]
+    assert all(a <= b for a, b in zip(needed, needed[1:]))
+    level = task_level([-0.384, -0.604])  # issue 30: clld-adaptive vs ce at 40% flipped labels, 2 runs
+    found = verdicts.runs_needed(level)
+    assert found.low <= found.runs <= found.high

@@ -241,7 +241,8 @@ def settle_runs(delta: float, run_var: float, item_var: float, settings: Verdict
     reached = np.zeros(n.size, dtype=bool)
     if delta > 0:
         shift = delta / se
-        reached |= (scipy_stats.nct.sf(critical, df, shift) + scipy_stats.nct.cdf(-critical, df, shift)) >= power
+        far = np.nan_to_num(scipy_stats.nct.cdf(-critical, df, shift), nan=0.0)  # scipy: NaN far in the tail
+        reached |= (np.nan_to_num(scipy_stats.nct.sf(critical, df, shift), nan=1.0) + far) >= power
     margin = settings.rope - delta
     if margin > 0:
         reached |= (critical + scipy_stats.t.ppf(power, df)) * se <= margin
@@ -262,12 +263,10 @@ def needed_text(needed: Needed, have: int) -> str:
     if needed.runs > MAX_RUNS:
         return f"> {MAX_RUNS}"
 
-    def shown(value: int | None) -> str:
-        return f"> {MAX_RUNS}" if value is None or value > MAX_RUNS else str(value)
-
     if needed.low is None or needed.high is None or needed.low == needed.high:
         return f"≈ {needed.runs}"
-    return f"≈ {needed.runs} ({shown(needed.low)}-{shown(needed.high)})"
+    high = f"over {MAX_RUNS}" if needed.high > MAX_RUNS else str(needed.high)
+    return f"≈ {needed.runs} ({needed.low}-{high})" if needed.high <= MAX_RUNS else f"≈ {needed.runs} ({needed.low} to {high})"
 
 
 def aso_epsilon(method: list[float], baseline: list[float], iterations: int = ASO_ITERATIONS,
