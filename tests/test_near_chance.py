@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 from bench import api as clbench
-from bench.reporting import compactview, htmlgrid, nearchance, stats, tables
+from bench.reporting import compactview, htmlgrid, leaderboard, nearchance, stats, tables
 from bench.reporting.resultsview import load_results
 from bench.reporting.summary import results_table
 from bench.results import chance, store
@@ -87,6 +87,8 @@ def test_tables_mark_near_chance_cells_and_never_make_them_best(guessing, tmp_pa
     assert cells[("mr", "minilm supcon")]["best"]
     assert any(note.startswith(f"{nearchance.MARK} = the mean includes 2 run(s) near chance")  # s1 now clear of chance
                for note in tables.paper_ii(frame).attrs["notes"])
+    _, notes = leaderboard.accuracy_cells(frame)  # the ranking says so (it ranks what was measured)
+    assert any(note.startswith("1 cell(s) include a run near chance") and "mr/minilm/lcl" in note for note in notes)
     page = cells_of(htmlgrid.main_table(frame))
     assert page[("lcl", "mr acc (%)")]["near_chance"] and not page[("lcl", "mr acc (%)")]["best"]
 

@@ -26,6 +26,7 @@ import numpy as np
 import pandas as pd
 
 from bench.reporting.cellframes import DIGITS
+from bench.reporting import nearchance
 from bench.reporting.collapsed import split_runs
 from bench.reporting.tables import CELL, clean_accuracy, method_key
 from bench.errors import BenchError
@@ -45,6 +46,10 @@ def accuracy_cells(frame: pd.DataFrame, include: bool = False, digits: int = DIG
     if flagged:
         cells = cells[[tuple(c) not in flagged for c in cells[CELL].itertuples(index=False, name=None)]]
         notes.append(f"not ranked: {len(flagged)} cell(s) whose mean includes a collapsed run")
+    near = nearchance.cells(rows, CELL)
+    if near:  # a result, ranked as measured, but said
+        notes.append(f"{len(near)} cell(s) include a run near chance ({nearchance.WHAT}): "
+                     f"{', '.join('/'.join(c) for c in sorted(near))}; ranked as measured, never a verdict")
     cells = cells.assign(shown=(100 * cells["mean"]).round(digits))
     return cells.reset_index(drop=True), notes
 

@@ -111,27 +111,16 @@ def run_level(deltas: list[float] | np.ndarray, confidence: float = 0.95) -> Run
 
 
 @dataclass(frozen=True)
-class TaskLevel:
+class TaskLevel(RunLevel):
     """One comparison's interval and test over runs and test items (points; see the module docstring): the
-    per-run differences, their mean and sd, the interval, p and Satterthwaite's df, and the two parts of the
-    mean's variance as they scale: `run_var` / R (one run's variance, at least the residual's share) and
-    `item_var` (the test items' part, fixed for this test set)."""
+    per-run differences, their mean and sd, the interval, p and its df, and the two parts of the mean's variance as
+    they scale: `run_var` / R (one run's variance, at least the residual's share) and `item_var` (the test items'
+    part, fixed for this test set)."""
 
-    deltas: tuple[float, ...]
-    delta: float
-    std: float
-    low: float
-    high: float
-    pvalue: float
     df: float = math.nan
     run_var: float = math.nan
     item_var: float = 0.0
     items: int = 0
-
-    @property
-    def n(self) -> int:
-        """Paired runs."""
-        return len(self.deltas)
 
     @property
     def se(self) -> float:
