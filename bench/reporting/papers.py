@@ -48,9 +48,10 @@ def paper_note(encoder: str, family: str, paper_family: str, source: str) -> str
 
 
 def paper_cells(row: str, method: str, ours: list[float], published: float, note: str,
-                digits: int, collapsed: bool = False) -> list[dict[str, Any]]:
-    """The cells of one vs-paper row (`collapsed`: our mean includes a collapsed run, marked †)."""
-    mine = value_cell(row, "ours acc", ours, digits=digits, collapsed=collapsed)
+                digits: int, collapsed: bool = False, near_chance: bool = False) -> list[dict[str, Any]]:
+    """The cells of one vs-paper row (`collapsed`: our mean includes a collapsed run, marked †; `near_chance`: a
+    run not clearly above chance, marked °)."""
+    mine = value_cell(row, "ours acc", ours, digits=digits, collapsed=collapsed, near_chance=near_chance)
     gap = mine["mean"] - published
     return [
         text_cell(row, "ours", method),

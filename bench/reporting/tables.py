@@ -133,6 +133,7 @@ def robustness(frame: pd.DataFrame, digits: int = DIGITS, include_collapsed: boo
     columns: dict[str, bool] = {}           # header -> higher is better, in display order
     found: dict[tuple[str, str, str, str], list[float]] = {}   # (dataset, encoder, method, header) -> values
     flagged: set[tuple[str, str, str, str]] = set()            # the cells of `found` holding a collapsed run
+    near: set[tuple[str, str, str, str]] = set()               # ... holding a run near chance
     used: set[tuple[str, str]] = set()      # (evaluator, eval_hash) shown
     for dataset, encoder in groups:
         here = rows[(rows["dataset"] == dataset) & (rows["encoder"] == encoder)]
@@ -152,6 +153,7 @@ def robustness(frame: pd.DataFrame, digits: int = DIGITS, include_collapsed: boo
                     for method, group in chosen.groupby("method"):
                         found.setdefault((dataset, encoder, method, name), []).extend(group["value"])
                     flagged |= {(dataset, encoder, m, name) for (m,) in split.cells(["method"], chosen)}
+                    near |= {(dataset, encoder, m, name) for (m,) in nearchance.cells(chosen, ["method"], frame)}
     if not found:
         raise BenchError("no robustness metrics (contrast, textfooler, checklist) in the selection; score runs "
                          "with `clbench evaluate RUN --evaluators contrast,textfooler,checklist`")
@@ -163,7 +165,8 @@ def robustness(frame: pd.DataFrame, digits: int = DIGITS, include_collapsed: boo
         label = f"{dataset} {encoder} {method}" if several else method
         for name in columns:
             cell = value_cell(label, name, found.get((dataset, encoder, method, name), []), digits=digits,
-                              collapsed=(dataset, encoder, method, name) in flagged)
+                              collapsed=(dataset, encoder, method, name) in flagged,
+                              near_chance=(dataset, encoder, method, name) in near)
             cell["group"] = (dataset, encoder)
             cells.append(cell)
     mark_best(cells, lambda c: (c["group"], c["column"]), lambda c: columns[c["column"]], digits=digits)
@@ -173,7 +176,7 @@ def robustness(frame: pd.DataFrame, digits: int = DIGITS, include_collapsed: boo
               "TF = TextFooler; best per column in bold (lowest for success and failure rates); "
               "— = not evaluated with these settings")]
     notes += settings_notes(rows, used)  # the settings of each evaluator column, told apart
-    notes += skipped_notes(frame) + split.notes()
+    notes += skipped_notes(frame) + split.notes() + nearchance.note(nearchance.keys(rows))
     title = "Robustness: mean ± std over seeds (n seeds)"
     if not several:
         title += f" on {shown[0][0]} ({shown[0][1]})"
@@ -355,6 +358,7 @@ def vs_paper(frame: pd.DataFrame, papers: Mapping[str, Mapping[str, Any]] | None
     split = split_runs(clean_accuracy(frame), frame, include_collapsed)
     split.need("clean test accuracy rows", "run `clbench run` or loosen --filter")
     accuracy, flagged = split.kept, split.cells(CELL)
+    near = nearchance.cells(accuracy, CELL)
     values = accuracy.groupby(["dataset", "encoder", "method"])["value"].apply(list).to_dict()
     datasets = sorted(d for d in accuracy["dataset"].unique() if papers.get(d))
     if not datasets:
@@ -375,12 +379,12 @@ def vs_paper(frame: pd.DataFrame, papers: Mapping[str, Mapping[str, Any]] | None
                     cells += paper_cells(f"{dataset} {encoder} · {source} {key}", method,
                                          values.get((dataset, encoder, method), []), float(published),
                                          paper_note(encoder, family, paper_family, source), digits,
-                                         (dataset, encoder, method) in flagged)
+                                         (dataset, encoder, method) in flagged, (dataset, encoder, method) in near)
     notes = ["gap = ours − paper in points; — = we have no finished run of the mapped method",
              "mapping: " + "; ".join(f"{source}: " + ", ".join(f"{k}→{m}" for k, (_, m) in entries.items())
                                      for source, entries in PAPER_MAP.items())]
     if unmapped:
         notes.append("paper entries without a counterpart, left out: " + ", ".join(unmapped))
-    notes += split.notes()
+    notes += split.notes() + nearchance.note(nearchance.keys(accuracy))
     return make_table(cells, "Ours vs published test accuracy (%)", "dataset encoder · paper entry", notes,
                       left=["ours", "note"])
