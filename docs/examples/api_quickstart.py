@@ -30,14 +30,15 @@ print((100 * test.pivot(index="method", columns="metric", values="value")).round
 # `load_results` reads a results folder as `clbench report` does (`collapsed` on each row of a run);
 # `compare` is the paired comparison of `clbench report --table compare`, as numbers. A random 2-layer BERT on 45
 # texts often collapses (predicts one class: not a result), and reports leave such runs out; this tiny example
-# keeps them (include_collapsed=True, its `collapsed` column says which) so that the mechanics always print.
+# keeps them (include_collapsed=True, its `collapsed` column says which) so that the mechanics always print. A run
+# whose test accuracy is not clearly above chance makes the verdict "near chance" (`near_chance` True).
 
 # %%
 stored = clbench.load_results("results-quickstart")
 print(f"{len(stored)} rows, {stored['run_key'].nunique()} runs in results-quickstart")
 comparison = clbench.compare(stored, baseline="ce", bootstrap=1000, include_collapsed=True)
 print(comparison[["method", "verdict", "delta", "ci_low", "ci_high", "runs", "items_ci_low", "items_ci_high",
-                  "collapsed"]].round(3).to_string(index=False))
+                  "collapsed", "near_chance"]].round(3).to_string(index=False))
 
 # %% [markdown]
 # `table` gives any report table as the command prints it (here paper-ii: test accuracy in %, mean (seeds)).
