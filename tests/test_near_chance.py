@@ -133,3 +133,12 @@ def test_a_trained_run_writes_chance_and_the_flag(cli, tiny, results):
     assert clean["chance"].nunique() == 1 and 0 < clean["chance"].iloc[0] < 1
     accuracy = clean[(clean["metric"] == "accuracy") & (clean["split"] == "test")].iloc[0]
     assert accuracy["near_chance"] == int(chance.near_chance(accuracy["value"], accuracy["n"], accuracy["chance"]))
+
+
+def test_clbench_run_names_near_chance_runs_in_one_warning(guessing):
+    from bench.cli.run_summary import near_chance_warning
+
+    rows = [r for path in sorted(guessing.glob("*/rows.json")) for r in store.read_json(path)]
+    line = near_chance_warning(rows)
+    assert line.startswith("warning: 3 shard(s) near chance") and "lcl_mr_minilm_s2_lcl" in line
+    assert near_chance_warning([r for r in rows if r["method"] != "lcl"]) is None

@@ -165,7 +165,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     opts = run_options(args)  # checks what it can before it imports torch: a mistake costs a second
     quiet_transformers()
     from bench.cli.progress import SweepProgress
-    from bench.cli.run_summary import collapsed_warning, print_next_steps, print_results, write_demo_reports
+    from bench.cli.run_summary import (collapsed_warning, near_chance_warning, print_next_steps, print_results,
+                                       write_demo_reports)
     from bench.encoders.learning_rates import lr_hint
     from bench.results.store import is_collapsed_flag
     from bench.running.runner import execute_sweep, plan_sweep, stop_report
@@ -220,9 +221,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     rows, evaluation_rows = outcome_rows(outcomes)
     if rows:
         print_results(rows, evaluation_rows, results_dir)
-        warning = collapsed_warning(rows)  # trained now or before (a finished shard is skipped): said every time
-        if warning:
-            print(warning, file=sys.stderr)
+        for warning in (collapsed_warning(rows), near_chance_warning(rows)):  # trained now or before: said every time
+            if warning:
+                print(warning, file=sys.stderr)
         if opts.reports_dir is not None:
             write_demo_reports(rows + evaluation_rows, results_dir, opts.reports_dir)
     failed = [o for o in outcomes if o.status == "failed"]

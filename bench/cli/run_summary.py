@@ -50,6 +50,22 @@ def collapsed_warning(rows: list[dict[str, Any]]) -> str | None:
             f"left out of the means above -- {hint}): {', '.join(keys)}")
 
 
+def near_chance_warning(rows: list[dict[str, Any]]) -> str | None:
+    """A warning line naming the runs among `rows` not clearly above chance (`bench.results.chance`; collapsed
+    runs are named by `collapsed_warning`), else None."""
+    import pandas as pd
+
+    from bench.reporting import nearchance
+    from bench.reporting.collapsed import collapsed_keys
+
+    frame = nearchance.fill(pd.DataFrame(rows))
+    keys = [k for k in nearchance.keys(frame) if k not in set(collapsed_keys(frame))]
+    if not keys:
+        return None
+    return (f"warning: {len(keys)} shard(s) near chance ({nearchance.WHAT}; marked {nearchance.MARK}, never "
+            f"ranked best or given a verdict): {', '.join(keys)}")
+
+
 def write_demo_reports(rows: list[dict[str, Any]], results_dir: Path, reports_dir: Path) -> list[Path]:
     """The demo's Markdown table and figures under `reports_dir` (printed on stderr); [] when they cannot be
     drawn (the reason on stderr)."""
