@@ -142,3 +142,19 @@ def test_clbench_run_names_near_chance_runs_in_one_warning(guessing):
     line = near_chance_warning(rows)
     assert line.startswith("warning: 3 shard(s) near chance") and "lcl_mr_minilm_s2_lcl" in line
     assert near_chance_warning([r for r in rows if r["method"] != "lcl"]) is None
+
+
+def test_one_near_chance_run_among_many_is_named_but_keeps_the_verdict(tmp_path):
+    """Issue 52's SST-2 draws: one supcon run of 20 at 51.8% is near chance; the side is not, so the comparison keeps
+    its verdict and names the run."""
+    results = tmp_path / "results"
+    for seed in range(1, 6):
+        write_run(results, "ce", "mr", seed, right(140 + seed, 200, start=seed), config="ce")
+        share = 104 if seed == 1 else 120 + seed  # seed 1: 52% on 200 balanced items
+        with_recall(write_run(results, "supcon", "mr", seed, right(share, 200, start=seed), config="sc"), [100, 100])
+    frame = load_results(results)
+    table = tables.compare(frame, stats.load_run_predictions(results, tables.clean_accuracy(frame)["run_key"]), "ce",
+                           n_resamples=200)
+    cells = cells_of(table)
+    assert cells[("supcon", "verdict")]["text"] == "worse"
+    assert any("1 run(s) near chance" in note and "supcon_mr_minilm_s1_sc" in note for note in table.attrs["notes"])

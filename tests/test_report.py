@@ -327,7 +327,9 @@ def test_runs_pair_by_draw_and_two_draw_sets_pool_into_one_comparison(tmp_path):
     for data_seed, seeds in ((0, range(1, 11)), (1, range(1, 6))):
         for seed in seeds:
             base = int(rng.integers(55, 65))
-            draw = {"data_seed": data_seed, "val_fraction": 0.1, "data_draw": "per-seed"} if data_seed else None
+            # data seed 0 as the issue-41 archive wrote it (no data_seed column: read as 0); data seed 1 as now
+            draw = {"data_seed": data_seed, "val_fraction": 0.1, "data_draw": "per-seed"} if data_seed else \
+                {"data_draw": "per-seed"}
             write_run(results, "ce", "mr", seed, right(base, 200), config=f"c{data_seed}", extra=draw)
             write_run(results, "lcl", "mr", seed, right(base + 12, 200, start=3), config=f"l{data_seed}", extra=draw)
     write_run(results, "lcl", "mr", 6, right(70, 200), config="l1",
@@ -338,11 +340,12 @@ def test_runs_pair_by_draw_and_two_draw_sets_pool_into_one_comparison(tmp_path):
     cells = cells_of(table)
     assert cells[("lcl", "runs")]["text"] == "15 (2 draw sets; 1 unpaired)"
     assert cells[("lcl", "McNemar p ‡")]["text"].startswith("d0 s1 ")
-    assert " d1 per-seed s5 " in cells[("lcl", "McNemar p ‡")]["text"]
-    assert "lcl: data seed 1 per-seed seed 6: lcl only, left out" in table.attrs["notes"]
+    assert " d1 s5 " in cells[("lcl", "McNemar p ‡")]["text"]
+    assert "lcl: data seed 1, seed 6: lcl only, left out" in table.attrs["notes"]
     assert cells[("lcl", "verdict")]["text"] == "better"
     rows = clbench.compare(frame, results_dir=results, bootstrap=200)
     assert rows.loc[0, ["runs", "draw_sets", "unpaired"]].tolist() == [15, 2, 1]
+    assert not [w for w in mix_warnings(frame) if "configs" in w]  # another draw is another shard, not a mix
 
 
 def test_compare_predictions_reports_unpaired_seeds():

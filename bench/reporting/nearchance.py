@@ -1,8 +1,10 @@
 """Near-chance runs in reports (the rule: bench.results.chance): flagged wherever a collapsed run is, marked °,
 never best, and never given a verdict (a comparison with one says "near chance").
 
-Unlike a collapsed run, a near-chance run stays in the means: it is a result, just not one to rank or to call
-better or worse. Light imports only (pandas; scipy when rows must be flagged here).
+Unlike a collapsed run, a near-chance run stays in the means: it is a result, just not one to rank best. A
+comparison where half or more of either side's paired runs are near chance says "near chance" instead of a
+verdict; fewer are named in a note and counted as measured. Light imports only (pandas; scipy when rows must be
+flagged here).
 """
 
 from __future__ import annotations
@@ -77,4 +79,5 @@ def note(run_keys: list[str]) -> list[str]:
     if not run_keys:
         return []
     return [f"{MARK} = the mean includes {len(run_keys)} run(s) near chance ({WHAT}): {', '.join(run_keys)}; "
-            f"such a cell is never marked best and its comparisons get no verdict"]
+            f"such a cell is never marked best, and a comparison where half or more of a side's runs are near chance "
+            f"gets no verdict"]

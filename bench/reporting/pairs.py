@@ -42,27 +42,35 @@ def draw_set(key: PairKey) -> PairKey:
     return key[:-1]
 
 
-def label(key: PairKey, several_sets: bool) -> str:
-    """A pair as tables name it: `s3`, or with several draw sets `d1 s3` (data seed 1, seed 3; the validation
-    fraction and draw kind too when they differ from the defaults)."""
+Varying = tuple[bool, bool, bool]  # whether the data seed, validation fraction and draw kind vary among some pairs
+
+
+def varying(keys: list[PairKey]) -> Varying:
+    """Which parts of the draw vary among the pairs `keys` (what their names must show)."""
+    return tuple(len({k[i] for k in keys}) > 1 for i in range(3))  # type: ignore[return-value]
+
+
+def label(key: PairKey, vary: Varying = (False, False, False)) -> str:
+    """A pair as table cells name it, showing the parts of the draw that vary: `s3`, `d1 s3` (data seed 1),
+    `d1 val0.2 per-seed s3`."""
     data_seed, fraction, draw, seed = key
-    if not several_sets:
-        return f"s{seed}"
-    extra = "".join([f" val{fraction:g}" if fraction != DRAW_COLUMNS["val_fraction"] else "",
-                     f" {draw}" if draw != DRAW_COLUMNS["data_draw"] else ""])
-    return f"d{data_seed}{extra} s{seed}"
+    parts = [f"d{data_seed}"] * vary[0] + [f"val{fraction:g}"] * vary[1] + [str(draw)] * vary[2]
+    return " ".join([*parts, f"s{seed}"])
 
 
-def described(key: PairKey, several_sets: bool) -> str:
-    """A pair as notes name it: `seed 3`, or with several draw sets `data seed 1 seed 3`."""
-    short = label(key, several_sets)
-    return f"seed {key[-1]}" if not several_sets else "data seed " + short[1:].replace(" s", " seed ", 1)
+def described(key: PairKey, vary: Varying = (False, False, False)) -> str:
+    """A pair as notes name it: `seed 3`, `data seed 1 seed 3`, `data seed 1, validation fraction 0.2, per-seed
+    draw, seed 3`."""
+    data_seed, fraction, draw, seed = key
+    parts = [f"data seed {data_seed}"] * vary[0] + [f"validation fraction {fraction:g}"] * vary[1] + \
+        [f"{draw} draw"] * vary[2]
+    return ", ".join([*parts, f"seed {seed}"]) if parts else f"seed {seed}"
 
 
 def namer(keys: list[PairKey]):
-    """`described` for the pairs `keys` (several draw sets or one)."""
-    several = draw_sets(keys) > 1
-    return lambda key: described(key, several)
+    """`described` for the pairs `keys`."""
+    vary = varying(keys)
+    return lambda key: described(key, vary)
 
 
 def runs_by_pair(accuracy: pd.DataFrame) -> dict[tuple[str, str, str, PairKey], list[str]]:

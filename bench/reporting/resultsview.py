@@ -17,7 +17,7 @@ import pandas as pd
 
 from bench.results import runfiles, store
 from bench.errors import BenchError
-from bench.reporting import nearchance
+from bench.reporting import nearchance, pairs
 from bench.spec import REGIME_DEFAULTS, REGIME_FIELDS, RELEASED, regime_label
 
 log = logging.getLogger(__name__)
@@ -245,9 +245,11 @@ def mix_warnings(frame: pd.DataFrame) -> list[str]:
              for column, what in (("clbench_version", "clbench versions"), ("git_commit", "git commits"))]
     lines.append(_mixed(rows, CELL_KEYS, "method_version", "method versions",
                         "runs of one method (the method changed between them: re-run the older ones)"))
-    lines.append(_mixed(rows[rows["evaluator"] == "clean"], SHARD_KEYS, "config_hash", "configs",
-                        "runs of one shard (dataset/encoder/method/seed), averaged as if they were extra seeds (a knob "
-                        "grid? choose one combination per method with --select-by validation)"))
+    clean = pairs.with_draws(rows[rows["evaluator"] == "clean"])  # another draw (data seed) is another shard
+    lines.append(_mixed(clean, [*SHARD_KEYS, *pairs.DRAW_COLUMNS], "config_hash", "configs",
+                        "runs of one shard (dataset/encoder/method/seed, one draw), averaged as if they were extra "
+                        "seeds (a knob grid? choose one combination per method with --select-by validation)",
+                        depth=len(SHARD_KEYS)))
     lines.append(_mixed(rows, ["dataset"], "data_fingerprint", "data fingerprints", "rows of one dataset"))
     evaluated = rows[rows["evaluator"] != "clean"]
     lines += [_mixed(group, [*CELL_KEYS, "evaluator", "split", "metric"], "eval_hash", "evaluator settings",

@@ -168,9 +168,13 @@ def results_table(rows: list[dict[str, Any]], predictions: dict[str, pd.DataFram
     levels = [paired_runs(runs, predictions, row["dataset"], row["encoder"], row["method"], baseline)
               if row["method"] != floor.LABEL else None for _, row in table.iterrows()]  # the floor: never compared
     guessing = set(nearchance.keys(nearchance.fill(pd.DataFrame(rows))))
-    near = [row["method"] != floor.LABEL and any(key in guessing for (d, e, m, _), key in runs.items()
-                                                 if (d, e) == (row["dataset"], row["encoder"])
-                                                 and m in (row["method"], baseline)) for _, row in table.iterrows()]
+    def mostly_near(dataset: str, encoder: str, method: str) -> bool:  # half or more of its runs: no verdict
+        keys = [key for (d, e, m, _), key in runs.items() if (d, e, m) == (dataset, encoder, method)]
+        return bool(keys) and 2 * len(guessing.intersection(keys)) >= len(keys)
+
+    near = [row["method"] != floor.LABEL and (mostly_near(row["dataset"], row["encoder"], row["method"])
+                                             or mostly_near(row["dataset"], row["encoder"], baseline))
+            for _, row in table.iterrows()]
     qvalues = iter(bh_adjust([level.pvalue for level in levels if level is not None]))
     column = [delta_text(level, next(qvalues), guess) if level is not None else "—"
               for level, guess in zip(levels, near)]

@@ -220,13 +220,13 @@ def compare(frame: pd.DataFrame, predictions: Mapping[str, pd.DataFrame], baseli
     for dataset, encoder in groups:
         per_method: dict[str, dict[pairs.PairKey, str]] = {}
         crowded: dict[str, int] = {}  # runs left out because several configurations share one draw
-        sets = pairs.draw_sets([k for d, e, _, k in runs if (d, e) == (dataset, encoder)])
+        vary = pairs.varying([k for d, e, _, k in runs if (d, e) == (dataset, encoder)])
         for (d, e, m, k), keys in runs.items():
             if (d, e) != (dataset, encoder):
                 continue
             if len(keys) > 1:
                 crowded[m] = crowded.get(m, 0) + len(keys)
-                notes.append(f"{d}/{e}/{m} {pairs.label(k, sets > 1)}: {len(keys)} runs (different configs) left "
+                notes.append(f"{d}/{e}/{m} {pairs.described(k, vary)}: {len(keys)} runs (different configs) left "
                              f"out; pick one with --filter config_hash=...")
                 continue
             per_method.setdefault(m, {})[k] = keys[0]
@@ -235,15 +235,17 @@ def compare(frame: pd.DataFrame, predictions: Mapping[str, pd.DataFrame], baseli
             result = stats.compare_predictions({k: predictions[r] for k, r in base.items()},
                                                {k: predictions[r] for k, r in per_method[method].items()},
                                                n_resamples, seed, (baseline, method),
-                                               lambda k: pairs.described(k, sets > 1))
+                                               lambda k: pairs.described(k, vary))
             aso = verdicts.aso_epsilon([scores[r] for r in per_method[method].values()],
                                        [scores[r] for r in base.values()], settings.aso_iterations)
             points = 100 * np.asarray(result.deltas)
-            near = sorted(guessing & {r for side in (base, per_method[method]) for k, r in side.items()
-                                      if k in result.pairs})
+            sides = [[r for k, r in side.items() if k in result.pairs] for side in (base, per_method[method])]
+            near = sorted(guessing & {r for side in sides for r in side})
+            no_verdict = any(side and 2 * len(guessing.intersection(side)) >= len(side) for side in sides)
             results.append((dataset, encoder, method, result, verdicts.task_level(points, result.items),
                             verdicts.run_level(points), aso,
-                            (pairs.draw_sets(result.pairs), crowded.get(method, 0) + crowded.get(baseline, 0), near)))
+                            (pairs.draw_sets(result.pairs), crowded.get(method, 0) + crowded.get(baseline, 0), near,
+                             vary, no_verdict)))
             where = f"{dataset}/{encoder}/{method}" if several else method
             notes += [f"{where}: {note}" for note in result.notes]
     if not results:
@@ -265,7 +267,7 @@ def compare(frame: pd.DataFrame, predictions: Mapping[str, pd.DataFrame], baseli
         title += f" on {groups[0][0]} ({groups[0][1]})"
     return make_table(cells, title, "dataset encoder method" if several else "method",
                       compare_notes(baseline, settings, int(np.isfinite(qvalues).sum()), n_resamples, seed)
-                      + notes + split.notes() + nearchance.note(sorted({r for *_, (_, _, near) in results
+                      + notes + split.notes() + nearchance.note(sorted({r for *_, (_, _, near, _, _) in results
                                                                           for r in near})), left=["verdict"])
 
 
@@ -274,7 +276,7 @@ def compare_notes(baseline: str, settings: VerdictSettings, compared: int, n_res
     return [
         (f"verdict: better / worse (q < {settings.alpha:g}), equivalent (95% CI inside ±{settings.rope:g} points, "
          f"the ROPE) or inconclusive; fewer than {verdicts.MIN_RUNS} paired runs: inconclusive, always; "
-         f"{nearchance.VERDICT}: a paired run's test accuracy is not clearly above chance, so no verdict"),
+         f"{nearchance.VERDICT}: half or more of a side's paired runs are not clearly above chance, so no verdict"),
         ("run = the method and the baseline trained on one draw (data seed, seed, regime: one training and "
          "validation sample), paired; Δ: mean over runs; 95% CI and p: over runs and test items (a crossed "
          "runs × items model, Student t with runs − 1 df: the test set is a sample of the task, not fixed); "
@@ -295,14 +297,15 @@ def compare_notes(baseline: str, settings: VerdictSettings, compared: int, n_res
 
 def comparison_cells(row: str, result: stats.PairedComparison, level: verdicts.TaskLevel,
                      runs_only: verdicts.RunLevel, aso: float, q: float,
-                     settings: VerdictSettings = VerdictSettings(), counts: tuple[int, int, list[str]] = (1, 0, [])
+                     settings: VerdictSettings = VerdictSettings(), counts: tuple = (1, 0, [], (False,) * 3, False)
                      ) -> list[dict[str, Any]]:
     """The cells of one comparison row: the task-level verdict and its statistics, then the secondary ones.
     `counts`: the draw sets of the pairs, the runs left out for sharing a draw with another configuration, and the
-    paired runs near chance (then the verdict is "near chance": bench.reporting.nearchance)."""
+    paired runs near chance, which parts of the draw vary (pairs.varying: what the pairs' names show), and whether
+    half or more of a side's paired runs are near chance (then the verdict is "near chance": bench.reporting.nearchance)."""
     n = len(result.pairs)
     unpaired = "; ".join(result.notes)
-    sets, crowded, near = counts
+    sets, crowded, near, vary, no_verdict = counts
     left_out = len(result.unpaired) + crowded
     extras = [f"{sets} draw sets"] if sets > 1 else []
     extras += [f"{left_out} unpaired"] if left_out else []
@@ -314,15 +317,15 @@ def comparison_cells(row: str, result: stats.PairedComparison, level: verdicts.T
             [text_cell(row, "runs", runs_text, n=0, note=unpaired, unpaired=left_out),
              text_cell(row, "runs needed", verdicts.needed_text(verdicts.Needed(None), 0), n=0)] + \
             [text_cell(row, c, MISSING) for c in ("runs-only CI ‡", "items CI ‡", "McNemar p ‡")]
-    word = nearchance.VERDICT if near else verdicts.verdict(level, q, settings)
+    word = nearchance.VERDICT if no_verdict else verdicts.verdict(level, q, settings)
     needed = verdicts.runs_needed(level, settings) if word == "inconclusive" else verdicts.Needed(None)
     delta = text_cell(row, "Δ acc", f"{level.delta:+.2f}", level.delta, n, unpaired)
     delta["std"] = level.std
     boot = result.bootstrap
-    mcnemar = ", ".join(f"{pairs.label(k, sets > 1) if isinstance(k, tuple) else k} {format_p(t.pvalue)}"
+    mcnemar = ", ".join(f"{pairs.label(k, vary) if isinstance(k, tuple) else k} {format_p(t.pvalue)}"
                         for k, t in zip(result.pairs, result.mcnemar))
     return [
-        text_cell(row, "verdict", word, n=n, verdict=word, near_chance=bool(near),
+        text_cell(row, "verdict", word, n=n, verdict=word, near_chance=bool(no_verdict),
                   note=f"{len(near)} paired run(s) near chance: {', '.join(near)}" if near else ""),
         delta,
         text_cell(row, "95% CI", interval_text(level.low, level.high), n=n, low=level.low, high=level.high),
