@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import math
 
 import numpy as np
@@ -540,3 +541,23 @@ def test_compare_verdicts_count_runs(tmp_path):
     assert cells[("supcon", "items CI ‡")]["low"] > 0  # the secondary columns are still there
     notes = "\n".join(table.attrs["notes"])
     assert "secondary (‡), never deciding the verdict" in notes and "the test items held fixed" in notes
+
+
+def test_draw_sets_of_one_combination_are_one_combination_to_the_page(tmp_path):
+    """A run on data seed 1 records data_seed among its changed settings and another combo hash; reports read it as
+    the same combination as the default draw's (as seeds of one draw set are), so the page does not leave it out."""
+    from bench.reporting import htmlgrid
+
+    results = tmp_path / "results"
+    for data_seed in (0, 1):
+        for seed in (1, 2, 3):
+            for method, n in (("ce", 60), ("lcl", 66)):
+                knobs = {"lcl.tau": 0.1} if method == "lcl" else {}
+                extra = {"data_seed": data_seed, "data_draw": "per-seed", "combo": f"{method}{data_seed}",
+                         "knobs": json.dumps({**knobs, **({"data_seed": 1} if data_seed else {})}, sort_keys=True,
+                                             separators=(",", ":"))}
+                write_run(results, method, "mr", seed, right(n + seed, 100), config=f"{method}{data_seed}", extra=extra)
+    frame = load_results(results)
+    assert htmlgrid.several_combinations(frame).empty
+    assert set(frame.loc[frame["method"] == "lcl", "knobs"]) == {'{"lcl.tau":0.1}'}
+    assert set(frame.loc[frame["method"] == "lcl", "combo"]) == {"lcl0"}

@@ -10,6 +10,7 @@ Light imports only (pandas).
 
 from __future__ import annotations
 
+import json
 from collections.abc import Hashable
 
 import pandas as pd
@@ -71,6 +72,44 @@ def namer(keys: list[PairKey]):
     """`described` for the pairs `keys`."""
     vary = varying(keys)
     return lambda key: described(key, vary)
+
+
+DRAW_KNOBS = ("data_seed",)  # recorded among a run's changed settings (`knobs`), yet a draw, not a knob
+
+
+def draw_free(frame: pd.DataFrame) -> pd.DataFrame:
+    """The rows with `knobs` without the data seed, and the `combo` of a run on another data seed made that of the
+    same method and knobs on the default draw (or, with none, one of its own draw sets'): draw sets of one
+    combination are one combination to the page, selection and figures, as the seeds of one draw set are."""
+    if frame.empty or "knobs" not in frame or "combo" not in frame:
+        return frame
+    stripped, moved = [], []
+    for text in frame["knobs"]:
+        try:
+            knobs = json.loads(text) if isinstance(text, str) and text else None
+        except ValueError:
+            knobs = None
+        if not isinstance(knobs, dict) or not any(k in knobs for k in DRAW_KNOBS):
+            stripped.append(text)
+            moved.append(False)
+            continue
+        stripped.append(json.dumps({k: v for k, v in knobs.items() if k not in DRAW_KNOBS}, sort_keys=True,
+                                   separators=(",", ":")))
+        moved.append(True)
+    frame = frame.assign(knobs=stripped)
+    if not any(moved):
+        return frame
+    moved_rows = pd.Series(moved, index=frame.index)
+    version = frame["method_version"] if "method_version" in frame else pd.Series(1, index=frame.index)
+    keys = list(zip(frame["dataset"], frame["encoder"], frame["method"], version.astype(str), frame["knobs"]))
+    home: dict[tuple, str] = {}
+    for key, combo, away in zip(keys, frame["combo"].astype(str), moved_rows):
+        if not away and combo:
+            home.setdefault(key, combo)
+    for key, combo, away in sorted(zip(keys, frame["combo"].astype(str), moved_rows)):
+        if away:
+            home.setdefault(key, combo)  # no run on the default draw: the smallest of its own combos
+    return frame.assign(combo=[home.get(key, combo) for key, combo in zip(keys, frame["combo"].astype(str))])
 
 
 def runs_by_pair(accuracy: pd.DataFrame) -> dict[tuple[str, str, str, PairKey], list[str]]:

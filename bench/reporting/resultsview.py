@@ -111,7 +111,7 @@ def normalise(frame: pd.DataFrame) -> pd.DataFrame:
     versions = frame["method_version"] if "method_version" in frame else pd.Series(1, index=frame.index)
     frame["method_version"] = pd.to_numeric(versions, errors="coerce").fillna(1).astype(int)
     frame["method"] = [shown_method(m, v) for m, v in zip(frame["method"], frame.get("variant", [""] * len(frame)))]
-    return nearchance.fill(with_regimes(frame)).reset_index(drop=True)
+    return pairs.draw_free(nearchance.fill(with_regimes(frame))).reset_index(drop=True)
 
 
 def knobs_text(knobs: object) -> str:
