@@ -59,7 +59,8 @@ def near_chance_warning(rows: list[dict[str, Any]]) -> str | None:
     from bench.reporting.collapsed import collapsed_keys
 
     frame = nearchance.fill(pd.DataFrame(rows))
-    keys = [k for k in nearchance.keys(frame) if k not in set(collapsed_keys(frame))]
+    collapsed = set(collapsed_keys(frame))
+    keys = [k for k in nearchance.keys(frame) if k not in collapsed]
     if not keys:
         return None
     return (f"warning: {len(keys)} shard(s) near chance ({nearchance.WHAT}; marked {nearchance.MARK}, never "

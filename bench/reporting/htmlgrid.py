@@ -127,8 +127,7 @@ def main_table(frame: pd.DataFrame, include: bool = False, digits: int = DIGITS)
                    key=lambda r: (r[0], method_key(r[1]), r[2]))  # one entry per row name
     values = kept.groupby(["row", "dataset", "metric"])["value"].apply(list).to_dict()
     flagged = {(r, d) for r, d, k in zip(kept["row"], kept["dataset"], kept["run_key"]) if include and k in split.keys}
-    near = set(nearchance.keys(kept))
-    guessing = {(r, d) for r, d, k in zip(kept["row"], kept["dataset"], kept["run_key"]) if k in near}
+    guessing = nearchance.cells(kept, ["row", "dataset"])
     cells = [value_cell(row, f"{d} {header}", values.get((row, d, metric), []), digits=digits,
                         collapsed=(row, d) in flagged, near_chance=(row, d) in guessing)
              for _, _, row in order for d in sorted(kept["dataset"].unique())
@@ -142,7 +141,7 @@ def main_table(frame: pd.DataFrame, include: bool = False, digits: int = DIGITS)
     notes = ["— = no finished run; macro-F1: the unweighted mean of the per-class F1 on the test split",
              "knobs beside a method: the settings its runs changed from the defaults (a method's own knobs without "
              "its prefix); runs of one method with other knobs are rows of their own, never averaged together",
-             *shared, *split.notes(), *nearchance.note(sorted(near)),
+             *shared, *split.notes(), *nearchance.note(nearchance.keys(kept)),
              *([f"{BELOW_FLOOR} = below the classical floor's mean on this dataset ({len(below)} cell(s)): the "
                 f"method does worse than TF-IDF + logistic regression here"] if below else []),
              *([floor.NOTE] if reference else [])]

@@ -74,6 +74,12 @@ def cells(rows: pd.DataFrame, columns: list[str], frame: pd.DataFrame | None = N
     return {tuple(values) for values in mine[columns].itertuples(index=False, name=None)}
 
 
+def no_verdict(sides: list[list[str]], flagged: set[str]) -> bool:
+    """Whether a comparison gets "near chance" instead of a verdict: half or more of either side's runs (`sides`:
+    the run keys of the baseline's and the method's paired runs) are among the `flagged` near-chance runs."""
+    return any(side and 2 * len(flagged.intersection(side)) >= len(side) for side in sides)
+
+
 def note(run_keys: list[str]) -> list[str]:
     """The table note about near-chance runs ([] when none)."""
     if not run_keys:

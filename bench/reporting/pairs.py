@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Hashable
+from dataclasses import dataclass, field
 
 import pandas as pd
 
@@ -19,16 +20,23 @@ DRAW_COLUMNS = {"data_seed": 0, "val_fraction": 0.1, "data_draw": "fixed"}  # wi
 PairKey = tuple[Hashable, ...]  # (data_seed, val_fraction, data_draw, seed)
 
 
+def filled(frame: pd.DataFrame, defaults: dict[str, object]) -> pd.DataFrame:
+    """A copy of `frame` with the columns of `defaults` present and filled with them where missing (rows written
+    before those columns existed)."""
+    frame = frame.copy()
+    for name, default in defaults.items():
+        if name not in frame:
+            frame[name] = default
+        elif isinstance(default, str):
+            frame[name] = frame[name].where(frame[name].notna() & (frame[name] != ""), default)
+        else:
+            frame[name] = pd.to_numeric(frame[name], errors="coerce").fillna(default)
+    return frame
+
+
 def with_draws(frame: pd.DataFrame) -> pd.DataFrame:
     """`frame` with the draw columns present and filled (older rows: the defaults)."""
-    frame = frame.copy()
-    for column, default in DRAW_COLUMNS.items():
-        if column not in frame:
-            frame[column] = default
-        elif isinstance(default, str):
-            frame[column] = frame[column].where(frame[column].notna() & (frame[column].astype(str) != ""), default)
-        else:
-            frame[column] = pd.to_numeric(frame[column], errors="coerce").fillna(default)
+    frame = filled(frame, DRAW_COLUMNS)
     frame["data_seed"] = frame["data_seed"].astype(int)
     return frame
 
@@ -120,6 +128,20 @@ def runs_by_pair(accuracy: pd.DataFrame) -> dict[tuple[str, str, str, PairKey], 
     for row in frame.to_dict("records"):
         found.setdefault((row["dataset"], row["encoder"], row["method"], pair_key(row)), []).append(str(row["run_key"]))
     return {key: sorted(set(keys)) for key, keys in found.items()}
+
+
+@dataclass(frozen=True)
+class Pairing:
+    """How one comparison's runs were paired, for its cells: the draw sets of its pairs, the runs left out for
+    sharing a draw with another configuration (`crowded`), the paired runs near chance (`near`), which parts of
+    the draw vary among the group's pairs (`vary`, what their names show), and whether half or more of a side's
+    runs are near chance (`no_verdict`: bench.reporting.nearchance)."""
+
+    draw_sets: int = 1
+    crowded: int = 0
+    near: list[str] = field(default_factory=list)
+    vary: Varying = (False, False, False)
+    no_verdict: bool = False
 
 
 def draw_sets(keys: list[PairKey]) -> int:

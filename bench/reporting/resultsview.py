@@ -129,14 +129,7 @@ def with_regimes(frame: pd.DataFrame) -> pd.DataFrame:
     """The frame with its data-regime columns filled (rows written before regimes existed: the whole, clean
     training set) and `dataset` naming the regime, e.g. `sst2[n=100+noise=0.2]` (bench.spec.regime_label), so
     that every table keeps regimes apart; `base_dataset` keeps the plain name."""
-    frame = frame.copy()
-    for name, default in REGIME_DEFAULTS.items():
-        if name not in frame:
-            frame[name] = default
-        elif isinstance(default, str):
-            frame[name] = frame[name].where(frame[name].notna() & (frame[name] != ""), default)
-        else:
-            frame[name] = pd.to_numeric(frame[name], errors="coerce").fillna(default)
+    frame = pairs.filled(frame, REGIME_DEFAULTS)
     base = frame["base_dataset"] if "base_dataset" in frame else \
         frame["dataset"].astype(str).str.replace(r"\[[^\[\]]*\]$", "", regex=True)  # idempotent
     frame["base_dataset"] = base

@@ -193,7 +193,6 @@ def compare_predictions(baseline: Mapping[Any, pd.DataFrame], method: Mapping[An
     return PairedComparison(pairs, deltas, tests, result, notes, unpaired, matrix, [label(k) for k in pairs])
 
 
-
 def paired_list(labels: list[str]) -> str:
     """`seed 3`, `seeds 2, 3` (labels `seed N`) or the labels joined."""
     if labels and all(text.startswith("seed ") and text[5:].isdigit() for text in labels):

@@ -162,19 +162,20 @@ def results_table(rows: list[dict[str, Any]], predictions: dict[str, pd.DataFram
     table = summary_table(rows)
     if table.empty or not predictions:
         return table
-    kept = split_runs(clean_accuracy(pd.DataFrame(rows))).kept  # no paired difference with a collapsed run
+    everything = nearchance.fill(pd.DataFrame(rows))
+    kept = split_runs(clean_accuracy(everything)).kept  # no paired difference with a collapsed run
     kept = with_regimes(kept)  # `dataset` names the regime, as in `table` (sst2[n=100])
     runs = {k: keys[0] for k, keys in pairs.runs_by_pair(kept).items()}  # paired by draw, as compare pairs them
     levels = [paired_runs(runs, predictions, row["dataset"], row["encoder"], row["method"], baseline)
               if row["method"] != floor.LABEL else None for _, row in table.iterrows()]  # the floor: never compared
-    guessing = set(nearchance.keys(nearchance.fill(pd.DataFrame(rows))))
-    def mostly_near(dataset: str, encoder: str, method: str) -> bool:  # half or more of its runs: no verdict
-        keys = [key for (d, e, m, _), key in runs.items() if (d, e, m) == (dataset, encoder, method)]
-        return bool(keys) and 2 * len(guessing.intersection(keys)) >= len(keys)
+    guessing = set(nearchance.keys(everything))
 
-    near = [row["method"] != floor.LABEL and (mostly_near(row["dataset"], row["encoder"], row["method"])
-                                             or mostly_near(row["dataset"], row["encoder"], baseline))
-            for _, row in table.iterrows()]
+    def side(dataset: str, encoder: str, method: str) -> list[str]:
+        return [key for (d, e, m, _), key in runs.items() if (d, e, m) == (dataset, encoder, method)]
+
+    near = [row["method"] != floor.LABEL and nearchance.no_verdict(
+        [side(row["dataset"], row["encoder"], m) for m in (row["method"], baseline)], guessing)
+        for _, row in table.iterrows()]
     qvalues = iter(bh_adjust([level.pvalue for level in levels if level is not None]))
     column = [delta_text(level, next(qvalues), guess) if level is not None else "—"
               for level, guess in zip(levels, near)]

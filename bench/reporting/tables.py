@@ -240,12 +240,11 @@ def compare(frame: pd.DataFrame, predictions: Mapping[str, pd.DataFrame], baseli
                                        [scores[r] for r in base.values()], settings.aso_iterations)
             points = 100 * np.asarray(result.deltas)
             sides = [[r for k, r in side.items() if k in result.pairs] for side in (base, per_method[method])]
-            near = sorted(guessing & {r for side in sides for r in side})
-            no_verdict = any(side and 2 * len(guessing.intersection(side)) >= len(side) for side in sides)
+            pairing = pairs.Pairing(pairs.draw_sets(result.pairs), crowded.get(method, 0) + crowded.get(baseline, 0),
+                                    sorted(guessing & {r for side in sides for r in side}), vary,
+                                    nearchance.no_verdict(sides, guessing))
             results.append((dataset, encoder, method, result, verdicts.task_level(points, result.items),
-                            verdicts.run_level(points), aso,
-                            (pairs.draw_sets(result.pairs), crowded.get(method, 0) + crowded.get(baseline, 0), near,
-                             vary, no_verdict)))
+                            verdicts.run_level(points), aso, pairing))
             where = f"{dataset}/{encoder}/{method}" if several else method
             notes += [f"{where}: {note}" for note in result.notes]
     if not results:
@@ -253,9 +252,9 @@ def compare(frame: pd.DataFrame, predictions: Mapping[str, pd.DataFrame], baseli
     qvalues = stats.bh_adjust([level.pvalue for *_, level, _, _, _ in results])
     cells = []
     flagged = split.cells(CELL)
-    for (dataset, encoder, method, result, level, runs_only, aso, counts), q in zip(results, qvalues):
+    for (dataset, encoder, method, result, level, runs_only, aso, pairing), q in zip(results, qvalues):
         row = comparison_cells(f"{dataset} {encoder} {method}" if several else method, result, level, runs_only,
-                               aso, q, settings, counts)
+                               aso, q, settings, pairing)
         for cell in row:  # what the row compares, for readers of the cells (bench.api.compare)
             cell.update(dataset=dataset, encoder=encoder, method=method)
         if {(dataset, encoder, method), (dataset, encoder, baseline)} & flagged and row[1]["text"] != MISSING:
@@ -267,8 +266,8 @@ def compare(frame: pd.DataFrame, predictions: Mapping[str, pd.DataFrame], baseli
         title += f" on {groups[0][0]} ({groups[0][1]})"
     return make_table(cells, title, "dataset encoder method" if several else "method",
                       compare_notes(baseline, settings, int(np.isfinite(qvalues).sum()), n_resamples, seed)
-                      + notes + split.notes() + nearchance.note(sorted({r for *_, (_, _, near, _, _) in results
-                                                                          for r in near})), left=["verdict"])
+                      + notes + split.notes() + nearchance.note(sorted({r for *_, pairing in results
+                                                                          for r in pairing.near})), left=["verdict"])
 
 
 def compare_notes(baseline: str, settings: VerdictSettings, compared: int, n_resamples: int, seed: int) -> list[str]:
@@ -297,16 +296,14 @@ def compare_notes(baseline: str, settings: VerdictSettings, compared: int, n_res
 
 def comparison_cells(row: str, result: stats.PairedComparison, level: verdicts.TaskLevel,
                      runs_only: verdicts.RunLevel, aso: float, q: float,
-                     settings: VerdictSettings = VerdictSettings(), counts: tuple = (1, 0, [], (False,) * 3, False)
+                     settings: VerdictSettings = VerdictSettings(), pairing: pairs.Pairing = pairs.Pairing()
                      ) -> list[dict[str, Any]]:
-    """The cells of one comparison row: the task-level verdict and its statistics, then the secondary ones.
-    `counts`: the draw sets of the pairs, the runs left out for sharing a draw with another configuration, and the
-    paired runs near chance, which parts of the draw vary (pairs.varying: what the pairs' names show), and whether
-    half or more of a side's paired runs are near chance (then the verdict is "near chance": bench.reporting.nearchance)."""
+    """The cells of one comparison row: the task-level verdict and its statistics, then the secondary ones;
+    `pairing` says how its runs were paired (pairs.Pairing)."""
     n = len(result.pairs)
     unpaired = "; ".join(result.notes)
-    sets, crowded, near, vary, no_verdict = counts
-    left_out = len(result.unpaired) + crowded
+    sets, near, vary = pairing.draw_sets, pairing.near, pairing.vary
+    left_out = len(result.unpaired) + pairing.crowded
     extras = [f"{sets} draw sets"] if sets > 1 else []
     extras += [f"{left_out} unpaired"] if left_out else []
     runs_text = str(n) + (f" ({'; '.join(extras)})" if extras else "")
@@ -317,7 +314,7 @@ def comparison_cells(row: str, result: stats.PairedComparison, level: verdicts.T
             [text_cell(row, "runs", runs_text, n=0, note=unpaired, unpaired=left_out),
              text_cell(row, "runs needed", verdicts.needed_text(verdicts.Needed(None), 0), n=0)] + \
             [text_cell(row, c, MISSING) for c in ("runs-only CI ‡", "items CI ‡", "McNemar p ‡")]
-    word = nearchance.VERDICT if no_verdict else verdicts.verdict(level, q, settings)
+    word = nearchance.VERDICT if pairing.no_verdict else verdicts.verdict(level, q, settings)
     needed = verdicts.runs_needed(level, settings) if word == "inconclusive" else verdicts.Needed(None)
     delta = text_cell(row, "Δ acc", f"{level.delta:+.2f}", level.delta, n, unpaired)
     delta["std"] = level.std
@@ -325,7 +322,7 @@ def comparison_cells(row: str, result: stats.PairedComparison, level: verdicts.T
     mcnemar = ", ".join(f"{pairs.label(k, vary) if isinstance(k, tuple) else k} {format_p(t.pvalue)}"
                         for k, t in zip(result.pairs, result.mcnemar))
     return [
-        text_cell(row, "verdict", word, n=n, verdict=word, near_chance=bool(no_verdict),
+        text_cell(row, "verdict", word, n=n, verdict=word, near_chance=pairing.no_verdict,
                   note=f"{len(near)} paired run(s) near chance: {', '.join(near)}" if near else ""),
         delta,
         text_cell(row, "95% CI", interval_text(level.low, level.high), n=n, low=level.low, high=level.high),

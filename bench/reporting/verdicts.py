@@ -178,6 +178,7 @@ def degenerate(d: np.ndarray, mean: float, n_items: int, confidence: float) -> T
         return TaskLevel(tuple(d.tolist()), mean, 0.0, math.nan, math.nan, math.nan)
     bound = 100.0 * (1.0 - ((1.0 - confidence) / 2) ** (1.0 / n_items))
     pvalue = 1.0 if mean == 0 else min(1.0, 2.0 * 0.5 ** n_items)
+    # item_var: the variance a normal interval of that half-width has, so that runs_needed sees a test-set limit
     return TaskLevel(tuple(d.tolist()), mean, 0.0, max(-100.0, mean - bound), min(100.0, mean + bound), pvalue,
                      math.inf, 0.0, (bound / 1.96) ** 2, n_items)
 

@@ -382,7 +382,7 @@ def busy_threads(shards: list[Shard], options: RunOptions) -> int | None:
     workers = 1 if in_process(options.jobs, options.shards_per_gpu, len(shards)) else min(jobs, len(shards))
     threads = torch.get_num_threads() if workers == 1 else max(1, cpu_count() // workers)
     advice = machine_load.advise(threads, workers, load)
-    adapt = bool(getattr(options, "adapt_threads", False))
+    adapt = options.adapt_threads
     if advice.busy:
         from tqdm import tqdm
 
