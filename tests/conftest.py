@@ -40,9 +40,6 @@ os.environ[WORDNET_ENV] = str(TINY_WORDNET)
 # one after every epoch, so that the tests of resuming, stopping and leases have one (tests of the default drop it).
 CHECKPOINT_ENV = "BENCH_CHECKPOINT_EVERY_S"
 os.environ[CHECKPOINT_ENV] = "0"
-# ASO (the compare table's distribution-level test) costs ~7 ms an iteration: the suite's tables use 20
-# (tests/test_verdicts.py calls it with the iterations it needs).
-os.environ["BENCH_ASO_ITERATIONS"] = "20"
 FIXTURE = ROOT / "datasets" / "fixtures" / "tiny"
 # A tiny random BERT that learns the fixture in a few epochs on CPU (evaluators are tested on their own).
 FAST = ["--encoder", "tiny-bert", "--epochs", "2", "--lr", "1e-3", "--batch-size", "8", "--no-progress",

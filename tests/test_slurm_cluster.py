@@ -80,6 +80,21 @@ def train_log(run_dir: Path) -> dict:
     return json.loads((run_dir / "train_log.json").read_text())
 
 
+def epochs_lasting(cli, data: Path, seconds: float, least: int) -> int:
+    """Epochs of `data` (with SLOW, on one CPU thread) that train for at least `seconds` on this machine, and never
+    fewer than `least`: one epoch is timed locally first, so a test that must outlast a SLURM slot or KillWait holds
+    on a machine of any speed (CI's trained an epoch of 2,000 in 0.6 s, this one in 2 s)."""
+    import math
+
+    timing = data.parent / f"{data.name}-timing"
+    code, _, err = cli("run", "--methods", "ce", "--datasets", data, "--epochs", "2", "--patience", "2", *SLOW, *CPU,
+                       "--results-dir", timing)
+    assert code == 0, err
+    (log,) = timing.glob("*/train_log.json")
+    epoch = json.loads(log.read_text())["history"][-1]["seconds"]  # the second epoch: warmed up
+    return max(least, math.ceil(seconds / epoch))
+
+
 def states(cli, results: Path) -> dict[str, str]:
     """`clbench status` as {shard key: state}."""
     code, out, err = cli("status", "--results-dir", results)
@@ -132,9 +147,10 @@ def test_a_requeued_task_resumes_from_its_checkpoint(cli, tmp_path, cluster, hur
     data = slow_dataset(tmp_path / "slow", 4000)
     results, local = tmp_path / "cluster", tmp_path / "local"
     # submitit passes SLURM's SIGTERM by ("Bypassing signal SIGTERM"): a requeued or cancelled task trains on until
-    # SLURM kills it KillWait (30 s) later. A shard that could finish in that time is done, not resumed: 25 epochs
-    # of about 4 s leave far more than 30 s after the first checkpoint, on a machine 2-3x faster too.
-    base = ["run", "--methods", "ce", "--datasets", data, "--epochs", "25", "--patience", "25", *SLOW, *CPU]
+    # SLURM kills it KillWait (30 s) later. A shard that could finish in that time is done, not resumed: 90 s of
+    # epochs (at least 25) leave far more than 30 s after the first checkpoint, whatever the machine's speed.
+    epochs = str(epochs_lasting(cli, data, 90, 25))
+    base = ["run", "--methods", "ce", "--datasets", data, "--epochs", epochs, "--patience", epochs, *SLOW, *CPU]
     code, out, err = cli(*base, "--results-dir", results, "--executor", "slurm", "--time-min", "10")
     assert code == 0, err
     (key,) = record(results)["shards"]
@@ -159,15 +175,17 @@ def test_a_task_at_its_time_limit_is_requeued_and_resumes(cli, tmp_path, cluster
     # slurmctld checks time limits every 30 s and warns a task once its remaining time is within the warning delay
     # (30 s for 2 minutes) plus that interval: a slot lasts 60-90 s, of which start-up takes 10-20 s. (With a
     # 1-minute limit a requeued task's slot locks to about 17 s, nearly all start-up: it may never reach an epoch's
-    # end.) 60 epochs of 2,000 (about 2 s each on one thread) outlast any one slot and end within a few.
-    code, out, err = cli("run", "--methods", "ce", "--datasets", data, "--epochs", "60", "--patience", "60", *SLOW,
-                         *CPU, "--results-dir", results, "--executor", "slurm", "--time-min", "2",
+    # end.) 150 s of epochs of 2,000 (at least 60; about 2 s each on one thread here, 0.6 s on CI's machine) outlast
+    # any one slot and end within a few.
+    epochs = epochs_lasting(cli, data, 150, 60)
+    code, out, err = cli("run", "--methods", "ce", "--datasets", data, "--epochs", str(epochs), "--patience",
+                         str(epochs), *SLOW, *CPU, "--results-dir", results, "--executor", "slurm", "--time-min", "2",
                          "--max-timeouts", "20", "--wait")
     assert code == 0, err
     (key,) = record(results)["shards"]
     job = record(results)["shards"][key]["job_id"]
     log = train_log(results / key)
-    assert len(log["history"]) == 60 and log["resumed_from_epoch"] >= 1, log
+    assert len(log["history"]) == epochs and log["resumed_from_epoch"] >= 1, log
     assert restarts(job) >= 1
     task_log = Path(record(results)["jobs"][0]["stdout"]).read_text()
     assert "this job is timed-out" in task_log
@@ -178,9 +196,10 @@ def test_a_cancelled_array_is_finished_by_a_resumed_submission(cli, tiny, tmp_pa
     cancelled mid-training resumes from its checkpoint."""
     slow = slow_dataset(tmp_path / "slow", 4000)
     results = tmp_path / "cluster"
-    # 25 epochs: more than SLURM's 30 s KillWait of training left after the first checkpoint (submitit passes the
-    # cancel's SIGTERM by, so a shard that could end within it would be done, not cancelled)
-    base = ["run", "--methods", "ce", "--datasets", f"{tiny},{slow}", "--epochs", "25", "--patience", "25", *SLOW,
+    # 90 s of epochs (at least 25): far more than SLURM's 30 s KillWait of training left after the first checkpoint
+    # (submitit passes the cancel's SIGTERM by, so a shard that could end within it would be done, not cancelled)
+    epochs = str(epochs_lasting(cli, slow, 90, 25))
+    base = ["run", "--methods", "ce", "--datasets", f"{tiny},{slow}", "--epochs", epochs, "--patience", epochs, *SLOW,
             *CPU, "--results-dir", results, "--executor", "slurm"]
     code, out, err = cli(*base, "--array-parallelism", "1", "--time-min", "10")
     assert code == 0, err
@@ -205,7 +224,8 @@ def test_a_local_run_beside_the_array_leaves_its_shards_alone(cli, tmp_path, clu
     """A local `clbench run` of a shard an array task is training reports it held and trains nothing."""
     data = slow_dataset(tmp_path / "slow", 4000)
     results = tmp_path / "cluster"
-    base = ["run", "--methods", "ce", "--datasets", data, "--epochs", "6", "--patience", "6", *SLOW, *CPU,
+    epochs = str(epochs_lasting(cli, data, 30, 6))  # still training when the local run starts, on any machine
+    base = ["run", "--methods", "ce", "--datasets", data, "--epochs", epochs, "--patience", epochs, *SLOW, *CPU,
             "--results-dir", results]
     assert cli(*base, "--executor", "slurm", "--time-min", "10")[0] == 0
     (key,) = record(results)["shards"]

@@ -2,14 +2,17 @@
 
 * McNemar, per seed: on the 2x2 table of (baseline right?, method right?) over the items both runs scored.
   Rule: the exact binomial test when the discordant count b + c is below `EXACT_BELOW` (25), else the
-  chi-square statistic with continuity correction (statsmodels `mcnemar`).
+  chi-square statistic with continuity correction (as statsmodels' `mcnemar` computes them).
 * Paired bootstrap, pooled over seeds: the statistic is the accuracy difference (method - baseline) averaged
   over seeds; test items are the resampling unit (an item carries its outcomes in every paired seed), drawn
-  with replacement `n_resamples` times (default 10,000) from a fixed RNG seed (scipy `bootstrap`). The 95%
-  interval is the percentile interval. The p-value is the two-sided bootstrap proportion
-  p = min(1, 2 * min(share of resampled differences <= 0, share >= 0)), the p-value whose inversion gives
+  with replacement `n_resamples` times (default 10,000) from a fixed RNG seed, in scipy `bootstrap`'s order
+  and batches; the 95% interval is its linear percentile interval. The p-value is the two-sided bootstrap
+  proportion p = min(1, 2 * min(share of resampled differences <= 0, share >= 0)), the p-value whose inversion gives
   the percentile interval (0 outside the 95% interval <=> p < 0.05, up to ties).
-* Benjamini-Hochberg (statsmodels `multipletests(method="fdr_bh")`) across all comparisons of one table.
+* Benjamini-Hochberg (as statsmodels' `multipletests(method="fdr_bh")`) across all comparisons of one table.
+
+The three are written out with numpy and scipy.special: scipy.stats and statsmodels cost a report 0.9 s of
+imports; tests/test_stats_reference.py holds them equal to those libraries.
 """
 
 from __future__ import annotations
@@ -21,9 +24,7 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from scipy.stats import bootstrap
-from statsmodels.stats.contingency_tables import mcnemar
-from statsmodels.stats.multitest import multipletests
+from scipy import special
 
 from bench.results import runfiles, store
 from bench.errors import BenchError
@@ -84,9 +85,12 @@ def mcnemar_test(correct_a: np.ndarray, correct_b: np.ndarray, exact_below: int 
     exact = discordant < exact_below
     if discordant == 0:
         statistic, pvalue = 0.0, 1.0
-    else:
-        result = mcnemar(table, exact=exact, correction=True)
-        statistic, pvalue = float(result.statistic), float(result.pvalue)
+    elif exact:  # two-sided binomial test of the smaller discordant count at p = 1/2
+        statistic = float(min(table[0][1], table[1][0]))
+        pvalue = min(1.0, 2 * float(special.bdtr(statistic, discordant, 0.5)))
+    else:  # chi-square with 1 df, continuity-corrected
+        statistic = (abs(table[0][1] - table[1][0]) - 1) ** 2 / discordant
+        pvalue = float(special.chdtrc(1, statistic))
     return McNemarResult(table[0][0], table[0][1], table[1][0], table[1][1], statistic, pvalue, exact)
 
 
@@ -114,12 +118,13 @@ def paired_bootstrap(differences: np.ndarray, n_resamples: int = N_RESAMPLES, se
                                float("nan"), n_items, 0)
     if n_resamples < 1:
         raise BenchError("the bootstrap needs at least 1 resample (--bootstrap N)")
-    result = bootstrap((per_item,), np.mean, n_resamples=n_resamples, batch=BATCH, vectorized=True,
-                       method="percentile", confidence_level=confidence, rng=np.random.default_rng(seed))
-    resampled = result.bootstrap_distribution
+    rng = np.random.default_rng(seed)
+    resampled = np.concatenate([per_item[rng.integers(0, n_items, (min(BATCH, n_resamples - start), n_items))]
+                                .mean(axis=-1) for start in range(0, n_resamples, BATCH)])
+    alpha = (1 - confidence) / 2
+    low, high = np.quantile(resampled, [alpha, 1 - alpha])
     pvalue = min(1.0, 2 * min(float(np.mean(resampled <= 0)), float(np.mean(resampled >= 0))))
-    return BootstrapResult(float(per_item.mean()), float(result.confidence_interval.low),
-                           float(result.confidence_interval.high), pvalue, n_items, n_resamples)
+    return BootstrapResult(float(per_item.mean()), float(low), float(high), pvalue, n_items, n_resamples)
 
 
 def bh_adjust(pvalues: Iterable[float]) -> np.ndarray:
@@ -128,7 +133,11 @@ def bh_adjust(pvalues: Iterable[float]) -> np.ndarray:
     q = np.full(p.shape, np.nan)
     finite = np.isfinite(p)
     if finite.any():
-        q[finite] = multipletests(p[finite], method="fdr_bh")[1]
+        order = np.argsort(p[finite], kind="mergesort")
+        ranked = p[finite][order] * finite.sum() / np.arange(1, finite.sum() + 1)
+        adjusted = np.empty(order.size)
+        adjusted[order] = np.minimum(1.0, np.minimum.accumulate(ranked[::-1])[::-1])
+        q[finite] = adjusted
     return q
 
 

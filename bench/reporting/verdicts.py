@@ -21,7 +21,7 @@ accuracies (points) and, item by item, the difference of their correctness on th
   disagree, ±100 (1 - 0.025^(1/N)) points: an exact tie on 30 items is ±11.6, never equivalent.
 * The run-only interval (`run_level`, the test set held fixed) and the item bootstrap (bench.reporting.stats, the
   trained models held fixed) stay as secondary columns.
-* Distribution level: Almost Stochastic Order (Dror et al. 2019; deepsig `aso`) of the method's run accuracies
+* Distribution level: Almost Stochastic Order (Dror et al. 2019; deepsig's `aso`, vectorised in bench.reporting.aso) of the method's run accuracies
   over the baseline's: ε_min < 0.5 says the method's accuracies almost stochastically dominate.
 * Verdict, with q the Benjamini-Hochberg q-value of the task-level p over the table and the ROPE (region of
   practical equivalence) ±`rope` points: fewer than MIN_RUNS paired runs: inconclusive, always; the interval
@@ -40,14 +40,14 @@ import os
 from dataclasses import dataclass, field
 
 import numpy as np
-from scipy import stats as scipy_stats
+from scipy import special  # scipy.stats's t, chi2 and nct are these functions; importing it costs 0.9 s more
 
 MIN_RUNS = 3          # fewer paired runs: inconclusive, always
 ROPE = 0.5            # points of accuracy either side of 0 that count as practically equivalent
 ALPHA = 0.05
 POWER = 0.8           # the power the runs-needed estimate aims at
-ASO_ITERATIONS = 500  # deepsig's bootstrap iterations for ASO's variance (its default is 1000; 0: no ASO);
-ASO_ENV = "BENCH_ASO_ITERATIONS"  # overrides the default (the test suite sets a small number: ASO costs ~7 ms each)
+ASO_ITERATIONS = 500  # bootstrap iterations for ASO's variance (deepsig's default is 1000; 0: no ASO);
+ASO_ENV = "BENCH_ASO_ITERATIONS"  # overrides the default
 ASO_SEED = 0
 MAX_RUNS = 1000       # runs-needed estimates above this are shown as "> 1000"
 VERDICTS = ("better", "worse", "equivalent", "inconclusive")
@@ -105,8 +105,8 @@ def run_level(deltas: list[float] | np.ndarray, confidence: float = 0.95) -> Run
     if std <= 1e-12 * max(1.0, abs(mean)):
         return RunLevel(tuple(d.tolist()), mean, 0.0, math.nan, math.nan, math.nan)
     se, df = std / math.sqrt(d.size), d.size - 1  # the one-sample t-test, written out (scipy's ttest_1samp
-    half = float(scipy_stats.t.ppf(0.5 + confidence / 2, df)) * se  # gives the same, at 10x the cost)
-    pvalue = float(2 * scipy_stats.t.sf(abs(mean) / se, df))
+    half = float(special.stdtrit(df, 0.5 + confidence / 2)) * se  # gives the same, at 10x the cost)
+    pvalue = float(2 * special.stdtr(df, -abs(mean) / se))
     return RunLevel(tuple(d.tolist()), mean, std, max(-100.0, mean - half), min(100.0, mean + half), pvalue)
 
 
@@ -163,8 +163,8 @@ def task_level(deltas: list[float] | np.ndarray, items: np.ndarray | None = None
         return degenerate(d, mean, n_items, confidence)
     df = runs - 1  # the training runs are the replicated unit (Satterthwaite's df called 8% at 3 runs: too many)
     se = math.sqrt(variance)
-    half = float(scipy_stats.t.ppf(0.5 + confidence / 2, df)) * se
-    pvalue = float(2 * scipy_stats.t.sf(abs(mean) / se, df))
+    half = float(special.stdtrit(df, 0.5 + confidence / 2)) * se
+    pvalue = float(2 * special.stdtr(df, -abs(mean) / se))
     return TaskLevel(tuple(d.tolist()), mean, math.sqrt(run_ms), max(-100.0, mean - half), min(100.0, mean + half),
                      pvalue, df, run_var, item_var, n_items)
 
@@ -216,7 +216,7 @@ def runs_needed(result: TaskLevel, settings: VerdictSettings = VerdictSettings()
     if point is None:
         return Needed(None, more_items=True)
     df = result.n - 1
-    upper, lower = (result.run_var * df / scipy_stats.chi2.ppf(q, df) for q in (0.1, 0.9))
+    upper, lower = (result.run_var * df / (2 * special.gammaincinv(df / 2, q)) for q in (0.1, 0.9))
     ends = [settle_runs(abs(result.delta), v, result.item_var, settings) for v in (lower, upper)]
     return Needed(point, ends[0], ends[1] if ends[1] is not None else MAX_RUNS + 1)
 
@@ -227,15 +227,15 @@ def settle_runs(delta: float, run_var: float, item_var: float, settings: Verdict
     fewer; None when the items' part `item_var` alone keeps both out of reach."""
     n = np.arange(2, MAX_RUNS + 1, dtype=float)
     df, se = n - 1, np.sqrt(run_var / n + item_var)
-    critical = scipy_stats.t.ppf(1 - settings.alpha / 2, df)
+    critical = special.stdtrit(df, 1 - settings.alpha / 2)
     reached = np.zeros(n.size, dtype=bool)
     if delta > 0:
         shift = delta / se
-        far = np.nan_to_num(scipy_stats.nct.cdf(-critical, df, shift), nan=0.0)  # scipy: NaN far in the tail
-        reached |= (np.nan_to_num(scipy_stats.nct.sf(critical, df, shift), nan=1.0) + far) >= power
+        far = np.nan_to_num(special.nctdtr(df, shift, -critical), nan=0.0)  # scipy: NaN far in the tail
+        reached |= (np.nan_to_num(1 - special.nctdtr(df, shift, critical), nan=1.0) + far) >= power
     margin = settings.rope - delta
     if margin > 0:
-        reached |= (critical + scipy_stats.t.ppf(power, df)) * se <= margin
+        reached |= (critical + special.stdtrit(df, power)) * se <= margin
     if reached.any():
         return max(MIN_RUNS, int(n[np.flatnonzero(reached)[0]]))
     limit = math.sqrt(item_var)  # with endless runs
@@ -261,15 +261,11 @@ def needed_text(needed: Needed, have: int) -> str:
 
 def aso_epsilon(method: list[float], baseline: list[float], iterations: int = ASO_ITERATIONS,
                 seed: int = ASO_SEED) -> float:
-    """ASO's ε_min of the method's run scores over the baseline's (deepsig; < 0.5: the method almost stochastically
-    dominates); NaN with fewer than MIN_RUNS scores on a side or `iterations` 0."""
+    """ASO's ε_min of the method's run scores over the baseline's (bench.reporting.aso: deepsig's test, vectorised;
+    < 0.5: the method almost stochastically dominates); NaN with fewer than MIN_RUNS scores on a side or
+    `iterations` 0."""
     if iterations < 1 or len(method) < MIN_RUNS or len(baseline) < MIN_RUNS:
         return math.nan
-    import warnings
+    from bench.reporting.aso import epsilon_min
 
-    from deepsig import aso
-
-    with warnings.catch_warnings():  # identical score sets divide by zero inside; ε is still defined (0 or 1)
-        warnings.simplefilter("ignore")
-        return float(aso(np.asarray(method, dtype=float), np.asarray(baseline, dtype=float), confidence_level=0.95,
-                         num_bootstrap_iterations=iterations, show_progress=False, num_jobs=1, seed=seed))
+    return epsilon_min(method, baseline, iterations=iterations, seed=seed, confidence=0.95)
