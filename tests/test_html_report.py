@@ -246,12 +246,12 @@ def visible(text: str) -> str:
 
 
 def test_the_page_shows_no_absolute_path(folder, tmp_path, monkeypatch):
-    from bench.reporting import htmlfigures
+    from bench.reporting import plots
 
     def broken(run_dir):  # a damaged file: the message names it by its absolute path
         raise OSError(f"cannot read {Path(run_dir).resolve() / store.CONFUSION}")
 
-    monkeypatch.setattr(htmlfigures.plots, "confusion_plot", broken)
+    monkeypatch.setattr(plots, "confusion_plot", broken)
     text = visible(build_report(folder, resamples=RESAMPLES, page_dir=REPORTS).text)
     assert f"could not be drawn (OSError: cannot read results/{CE1}/{store.CONFUSION})" in text  # the note stays
     assert "local copy (mr)" in text                                # the data source by its folder's name only
@@ -363,7 +363,7 @@ def test_cells_on_fewer_than_three_seeds_carry_a_warning(folder):
 
 
 def test_the_ldm_caption_says_where_the_matrix_starts(built, tmp_path):
-    caption = re.search(rf'<figure id="fig-ldm_{CLLD1}">.*?<figcaption>(.*?)</figcaption>', built[1]).group(1)
+    caption = re.search(rf'<figure [^>]*id="fig-ldm_{CLLD1}">.*?<figcaption>(.*?)</figcaption>', built[1]).group(1)
     assert "every entry is τ = 5, the tau knob (methods/clld.py fills the matrix with tau)" in caption
     assert "diagonal (a class with itself) stays τ and is masked" in caption
     results = tmp_path / "results"

@@ -188,7 +188,7 @@ def test_confusion_change_of_each_method_against_the_baseline(results, quick):
         ("supcon", "tau=0.3", 1, PASSED_OVER, "ce_mr_minilm_s1_ce0")]
     text = build_report(results, resamples=RESAMPLES, select_by="validation").text
     diffs = section(text, "confusion-diff")
-    assert re.findall(r'<figure id="([^"]+)"', diffs) == [f"fig-confusion-diff_ce_mr_minilm_s1_ce0_vs_{CHOSEN}"]
+    assert re.findall(r'<figure [^>]*id="([^"]+)"', diffs) == [f"fig-confusion-diff_ce_mr_minilm_s1_ce0_vs_{CHOSEN}"]
     assert "supcon (tau=0.1) minus ce" in diffs and 'src="data:image/png;base64,' in diffs
 
 

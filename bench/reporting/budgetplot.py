@@ -13,13 +13,10 @@ never take part. Collapsed runs follow `bench.reporting.collapsed`: left out and
 from __future__ import annotations
 
 import textwrap
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
-from matplotlib.axes import Axes
-from matplotlib.lines import Line2D
-from matplotlib.ticker import MaxNLocator
 
 from bench.errors import BenchError
 from bench.reporting.collapsed import MARK, asked_for, flag_runs, split_runs
@@ -29,6 +26,9 @@ from bench.reporting.render import filters_slug
 from bench.reporting.resultsview import apply_filters, with_regimes
 from bench.reporting.selection import GROUP, VALIDATION, prepared, seeds_text, validation_mask
 from bench.reporting.tables import method_key
+
+if TYPE_CHECKING:  # matplotlib is imported when a figure is drawn (the page asks `has_budgets` first)
+    from matplotlib.axes import Axes
 
 COLUMNS = ["dataset", "encoder", "method", "combinations", "seeds", "n", "expected_max", "std", "low", "high"]
 SCORE_COLUMNS = [*GROUP, "combo", "score", "seeds"]
@@ -186,6 +186,8 @@ def draw(data: pd.DataFrame, marked: set[tuple]) -> Any:
             ax.set_ylabel("expected max val. accuracy (%)")
     for ax in axes[len(facets):]:
         ax.remove()
+    from matplotlib.lines import Line2D
+
     handles = [Line2D([], [], color=palette[m], marker="o", markersize=3) for m in methods]
     method_legend(axes[0], handles, methods)
     return figure
@@ -205,6 +207,8 @@ def draw_facet(ax: Axes, points: pd.DataFrame, palette: dict[str, Any], marked: 
             ax.annotate(MARK, (last["n"], last["expected_max"]), xytext=(3, 3), textcoords="offset points",
                         fontsize=6)
     ax.set_xlim(0.5, max(int(points["n"].max()), 1) + 0.5)
+    from matplotlib.ticker import MaxNLocator
+
     ax.xaxis.set_major_locator(MaxNLocator(integer=True, min_n_ticks=1))
     ax.set_xlabel("knob combinations tried (n)")
     ax.grid(axis="y", linewidth=0.4, alpha=0.5)

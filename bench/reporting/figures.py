@@ -4,6 +4,8 @@ drawing heatmaps.
 `Plot` is what every builder returns: the figure, the data it drew and the stem of its file names.
 `save_plot` writes PNG and PDF atomically with fixed metadata, so re-running gives identical bytes.
 Figures are plain `matplotlib.figure.Figure` objects on the Agg canvas (never registered with pyplot).
+matplotlib and seaborn are imported by the functions that draw, not with this module: the page and the tables read
+run files through it without paying for the plotting libraries (seaborn alone costs 1 s of imports).
 """
 
 from __future__ import annotations
@@ -14,20 +16,18 @@ import textwrap
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
-import seaborn as sns
-from matplotlib import rc_context
-from matplotlib.axes import Axes
-from matplotlib.backends.backend_agg import FigureCanvasAgg
-from matplotlib.figure import Figure
-from matplotlib.ticker import MaxNLocator
 
 from bench.results import runfiles, store
 from bench.errors import BenchError
 from bench.spec import regime_label
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
 
 DPI = 200
 FORMATS = ("png", "pdf")
@@ -87,6 +87,8 @@ class RunInfo:
 @contextlib.contextmanager
 def style() -> Iterator[None]:
     """The paper style (small fonts, TrueType in PDFs) for building and saving figures."""
+    from matplotlib import rc_context
+
     with rc_context(STYLE):
         yield
 
@@ -104,6 +106,9 @@ def styled(builder: Callable[..., Plot]) -> Callable[..., Plot]:
 
 def new_figure(width: float, height: float) -> Figure:
     """A figure with constrained layout on the Agg canvas (independent of pyplot)."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
     figure = Figure(figsize=(width, height), layout="constrained")
     FigureCanvasAgg(figure)
     return figure
@@ -134,12 +139,19 @@ def caption_of(figure: Figure) -> str:
 def facet_grid(facets: int, methods: Sequence[str], extra_height: float) -> tuple[Figure, np.ndarray, dict[str, Any]]:
     """A grid of `facets` panels, three a row (the page width; one column wide for one panel), its axes flattened,
     and one colour per method (in the order given) for every panel; `extra_height`: inches for titles, legend."""
-    palette = dict(zip(methods, sns.color_palette("tab10" if len(methods) <= 10 else "husl", len(methods))))
+    palette = dict(zip(methods, colours(len(methods))))
     columns = min(3, facets)
     rows = -(-facets // columns)
     figure = new_figure(COLUMN_WIDTH if columns == 1 else PAGE_WIDTH, 2.3 * rows + extra_height)
     axes = np.atleast_1d(figure.subplots(rows, columns, squeeze=False)).ravel()
     return figure, axes, palette
+
+
+def colours(n: int) -> list[tuple[float, float, float]]:
+    """n distinguishable colours: tab10 up to 10, else husl."""
+    import seaborn as sns
+
+    return sns.color_palette("tab10" if n <= 10 else "husl", n)
 
 
 def save_plot(plot: Plot, reports_dir: Path) -> list[Path]:
@@ -303,6 +315,8 @@ def draw_heatmap(ax: Axes, matrix: np.ndarray, names: Sequence[str], *, fmt: str
     if annot is None:
         annot = n <= ANNOTATE_MAX
     labels = [short(name, name_chars) for name in names]
+    import seaborn as sns
+
     sns.heatmap(matrix, ax=ax, annot=annot, fmt=fmt, cmap=cmap, vmin=vmin, vmax=vmax, mask=mask,
                 square=True, cbar=cbar, cbar_kws=colorbar_options(cbar_label, integer) if cbar else None,
                 xticklabels=labels, yticklabels=labels, linewidths=0.4 if n <= ANNOTATE_MAX else 0, linecolor="white",
@@ -314,6 +328,8 @@ def draw_heatmap(ax: Axes, matrix: np.ndarray, names: Sequence[str], *, fmt: str
 
 def colorbar_options(label: str, integer: bool) -> dict[str, Any]:
     """Colour bar label, with whole-number ticks for counts."""
+    from matplotlib.ticker import MaxNLocator
+
     return {"label": label, **({"ticks": MaxNLocator(integer=True)} if integer else {})}
 
 

@@ -29,7 +29,7 @@ import pandas as pd
 
 from bench import __version__
 from bench.errors import BenchError
-from bench.reporting import floor, stats, tables
+from bench.reporting import figurecache, floor, stats, tables
 from bench.reporting.htmlboard import cost_section, datasets_section, ranking_section
 from bench.reporting.htmlfigures import budget_figure, first_seed_runs, method_figures, summary_figure
 from bench.reporting.htmlgrid import (combinations_apart, confusion_diff_section, main_table, one_combination,
@@ -378,8 +378,9 @@ def write_html_report(source: Path | str, filters: list[str] | None, reports_dir
     target = html_path(reports_dir, filters) if not path else Path(path)
     if target.is_dir():
         target = html_path(target, filters)
-    report = build_report(source, filters, baseline, resamples, page_dir=target.parent, settings=settings,
-                          select_by=select_by, selection_seeds=selection_seeds, eval_seeds=eval_seeds)
+    with figurecache.reusing(target):  # the figures of the page it replaces, where what they show is unchanged
+        report = build_report(source, filters, baseline, resamples, page_dir=target.parent, settings=settings,
+                              select_by=select_by, selection_seeds=selection_seeds, eval_seeds=eval_seeds)
     with store.atomic_path(target) as tmp:
         tmp.write_text(report.text, encoding="utf-8")
     return target, report.collapsed + report.warnings

@@ -3,11 +3,11 @@ and inlined as PNG: the accuracy summary by method, training curves per dataset 
 method's first-seed run its confusion heatmap, its label-distance heatmap (clld runs) and its t-SNE scatter
 (when stored); and, when some method ran several knob combinations, the tuning-budget curves of
 `bench.reporting.budgetplot`. A figure that cannot be drawn (a file the run lacks) becomes a one-line note.
+Each is drawn once per content (bench.reporting.figurecache): a rebuilt page reuses the figures it already holds.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -15,10 +15,9 @@ from typing import Any
 import pandas as pd
 
 from bench.errors import BenchError
-from bench.reporting import plots
-from bench.reporting.budgetplot import budget_plot, has_budgets
+from bench.reporting.figurecache import drawn
 from bench.reporting.figures import ldm_start, run_info
-from bench.reporting.htmlparts import anchor, esc, figure_html, note
+from bench.reporting.htmlparts import anchor, esc, note
 from bench.reporting.plotdata import FEW_SEEDS, FEW_SEEDS_WHY
 from bench.reporting.tables import clean_accuracy, method_key
 from bench.results import store
@@ -56,40 +55,32 @@ def first_seed_runs(frame: pd.DataFrame) -> list[ChosenRun]:
     return sorted(chosen.values(), key=lambda r: (r.dataset, r.encoder, method_key(r.method)))
 
 
-def attempt(builder: Callable[..., plots.Plot], *args: Any) -> tuple[plots.Plot | None, str]:
-    """The plot, or None and the one-line reason it could not be drawn."""
-    try:
-        return builder(*args), ""
-    except BenchError as exc:
-        return None, str(exc)
-    except (OSError, ValueError, KeyError, TypeError) as exc:  # a damaged run file: say so, keep the page
-        return None, f"could not be drawn ({type(exc).__name__}: {exc})"
-
-
 def summary_figure(frame: pd.DataFrame, filters: list[str]) -> str:
     """Test accuracy (%) by method, mean ± std over seeds, one panel per dataset (or a note)."""
-    plot, reason = attempt(plots.summary_plot, frame.to_dict("records"), "accuracy", filters)
-    if plot is None:
-        return note(f"No accuracy summary figure: {reason}")
     caption = ("Test accuracy (%) by method, one panel per dataset: mean over seeds with error bars of ± 1 sample "
                f"standard deviation over seeds (none for a single seed); dots: single seeds; open markers: fewer "
                f"than {FEW_SEEDS} seeds ({FEW_SEEDS_WHY})")
-    return '<div class="figures">' + figure_html(plot, caption) + "</div>\n"
+    figure, reason = drawn("plots:summary_plot", (frame.to_dict("records"), "accuracy", filters), caption)
+    if not figure:
+        return note(f"No accuracy summary figure: {reason}")
+    return '<div class="figures">' + figure + "</div>\n"
 
 
 def budget_figure(frame: pd.DataFrame, filters: list[str]) -> str:
     """The tuning-budget curves (expected maximum validation accuracy against knob combinations tried, per
     method), or a note when they cannot be drawn; '' when no method ran more than one knob combination."""
+    from bench.reporting.budgetplot import has_budgets
+
     if not has_budgets(frame):
         return ""
-    plot, reason = attempt(budget_plot, frame, filters)
-    if plot is None:
-        return note(f"No tuning-budget figure: {reason}")
     caption = ("Tuning budgets: per method, the expected maximum validation accuracy (%) of n knob combinations "
                "drawn at random from those it ran, against n, with a band of ± 1 standard deviation of that "
                "maximum (Dodge et al. 2019); one panel per dataset · encoder. Validation scores, not test: methods "
                "compared at the same n had the same tuning budget; a curve ends at the combinations its method ran.")
-    return '<div class="figures">' + figure_html(plot, caption) + "</div>\n"
+    figure, reason = drawn("budgetplot:budget_plot", (frame, filters), caption)
+    if not figure:
+        return note(f"No tuning-budget figure: {reason}")
+    return '<div class="figures">' + figure + "</div>\n"
 
 
 def ldm_caption(run_dir: Path, title: str) -> str:
@@ -112,11 +103,12 @@ def curves_figures(source: Path, runs: list[ChosenRun]) -> str:
         groups.setdefault((run.dataset, run.encoder), []).append(run)
     parts, reasons = [], []
     for (dataset, encoder), chosen in groups.items():
-        plot, reason = attempt(plots.curves_plot, [source / run.key for run in chosen])
-        if plot is None:
+        figure, reason = drawn("plots:curves_plot", ([source / run.key for run in chosen],),
+                               f"Training curves on {dataset} ({encoder}): each method's first seed")
+        if not figure:
             reasons.append(f"{dataset} · {encoder}: {reason}")
         else:
-            parts.append(figure_html(plot, f"Training curves on {dataset} ({encoder}): each method's first seed"))
+            parts.append(figure)
     body = f'<div class="figures">{"".join(parts)}</div>\n' if parts else ""
     return body + "".join(note(f"No training curves for {r}") for r in reasons)
 
@@ -124,19 +116,19 @@ def curves_figures(source: Path, runs: list[ChosenRun]) -> str:
 def run_figures(source: Path, run: ChosenRun) -> tuple[list[str], list[str]]:
     """A run's figures (confusion; LDM for clld runs; t-SNE when stored) and notes for those it lacks."""
     run_dir = source / run.key
-    wanted: list[tuple[str, Callable[..., plots.Plot], str]] = [
-        ("confusion heatmap", plots.confusion_plot, f"Test confusion of {run.title}: counts and row-normalised (%)")]
+    wanted: list[tuple[str, str, str]] = [
+        ("confusion heatmap", "plots:confusion_plot", f"Test confusion of {run.title}: counts and row-normalised (%)")]
     if run.method.startswith("clld"):
-        wanted.append(("label-distance heatmap", plots.ldm_plot, ldm_caption(run_dir, run.title)))
+        wanted.append(("label-distance heatmap", "plots:ldm_plot", ldm_caption(run_dir, run.title)))
     if (run_dir / store.TSNE).is_file():
-        wanted.append(("t-SNE scatter", plots.embeddings_plot, f"t-SNE of test embeddings of {run.title}"))
+        wanted.append(("t-SNE scatter", "plots:embeddings_plot", f"t-SNE of test embeddings of {run.title}"))
     figures, notes = [], []
     for what, builder, caption in wanted:
-        plot, reason = attempt(builder, run_dir)
-        if plot is None:
+        figure, reason = drawn(builder, (run_dir,), caption)
+        if not figure:
             notes.append(f"No {what} for {run.key}: {reason}")
         else:
-            figures.append(figure_html(plot, caption))
+            figures.append(figure)
     return figures, notes
 
 

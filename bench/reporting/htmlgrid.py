@@ -21,10 +21,11 @@ import numpy as np
 import pandas as pd
 
 from bench.errors import BenchError
-from bench.reporting import floor, nearchance, plots
+from bench.reporting import floor, nearchance
 from bench.reporting.cellframes import DIGITS, make_table, mark_best, value_cell
 from bench.reporting.collapsed import split_runs
-from bench.reporting.htmlparts import cells_table, esc, figure_html, note
+from bench.reporting.figurecache import drawn
+from bench.reporting.htmlparts import cells_table, esc, note
 from bench.reporting.resultsview import as_text, canonical_method
 from bench.reporting.selection import Selection, selection_cells
 from bench.reporting.tables import method_key
@@ -255,21 +256,14 @@ def confusion_diff_section(source: Path, frame: pd.DataFrame, baseline: str, inc
         return note(f"No confusion change against {name}: {why}.")
     parts, notes = [], list(missing)
     for pair in pairs[:MAX_DIFFS]:
-        plot, reason = attempt_diff(source / pair.base_key, source / pair.key)
-        if plot is None:
+        figure, reason = drawn("plots:confusion_diff_plot", (source / pair.base_key, source / pair.key),
+                               diff_caption(pair, name))
+        if not figure:
             notes.append(f"No confusion change for {pair.key}: {reason}")
         else:
-            parts.append(figure_html(plot, diff_caption(pair, name)))
+            parts.append(figure)
     if len(pairs) > MAX_DIFFS:
         notes.append(f"{len(pairs) - MAX_DIFFS} more method × dataset pairs left out (at most {MAX_DIFFS} drawn); "
                      "narrow the page with --filter.")
     body = f'<div class="figures">{"".join(parts)}</div>\n' if parts else ""
     return body + "".join(note(n) for n in notes)
-
-
-def attempt_diff(base_dir: Path, run_dir: Path) -> tuple[plots.Plot | None, str]:
-    """The confusion-change plot of run minus base, or None and why it could not be drawn."""
-    from bench.reporting.htmlfigures import attempt
-
-    return attempt(plots.confusion_diff_plot, base_dir, run_dir)
-

@@ -20,7 +20,7 @@ from typing import Any
 
 import pandas as pd
 
-from bench.reporting.figures import METADATA, Plot, style
+from bench.reporting.figures import METADATA, Plot, style  # no plotting library until a figure is drawn
 from bench.reporting.htmlscript import SCRIPT
 from bench.reporting.plotdata import FEW_SEEDS, FEW_SEEDS_WHY
 from bench.reporting.render import cell_text, grid
@@ -180,12 +180,14 @@ def png_bytes(plot: Plot, dpi: int = PNG_DPI) -> bytes:
     return buffer.getvalue()
 
 
-def figure_html(plot: Plot, caption: str) -> str:
-    """A <figure> holding the plot as an inline base64 PNG (id `fig-<stem>`) and its caption."""
+def figure_html(plot: Plot, caption: str, key: str = "") -> str:
+    """A <figure> holding the plot as an inline base64 PNG (id `fig-<stem>`) and its caption; `key`: what it was
+    drawn from (bench.reporting.figurecache), so that the next build can reuse it."""
     data = base64.b64encode(png_bytes(plot)).decode("ascii")
     width = round(plot.figure.get_figwidth() * CSS_PIXELS_PER_INCH)
     figure_id = "fig-" + anchor(plot.stem)
-    return (f'<figure id="{esc(figure_id)}"><img src="data:image/png;base64,{data}" width="{width}" '
+    keyed = f'data-key="{key}" ' if key else ""
+    return (f'<figure {keyed}id="{esc(figure_id)}"><img src="data:image/png;base64,{data}" width="{width}" '
             f'alt="{esc(caption)}"><figcaption>{esc(caption)}</figcaption></figure>\n')
 
 

@@ -43,17 +43,18 @@ def from_rows(clean: pd.DataFrame) -> dict[str, tuple[int, float]]:
     """run key -> (near chance 0/1, chance) from clean test rows: the accuracy row and the per-class recall rows."""
     from bench.results.chance import chance_level, near_chance
 
-    found = {}
     label = clean["label"].astype(str) if "label" in clean else pd.Series("", index=clean.index)
-    for key, rows in clean.groupby("run_key"):
-        overall = rows[(rows["metric"] == "accuracy") & (label.loc[rows.index] == "")]
-        recall = rows[(rows["metric"] == "recall") & (label.loc[rows.index] != "")]
-        if overall.empty or recall.empty:
+    overall = clean[(clean["metric"] == "accuracy") & (label == "")].drop_duplicates("run_key")
+    recall = clean[(clean["metric"] == "recall") & (label != "")]
+    if overall.empty or recall.empty or "n" not in clean:
+        return {}
+    supports = pd.to_numeric(recall["n"], errors="coerce").fillna(0).astype(int).groupby(recall["run_key"]).agg(list)
+    found = {}
+    for key, accuracy, n in zip(overall["run_key"], overall["value"], pd.to_numeric(overall["n"])):
+        if key not in supports.index:
             continue
-        supports = pd.to_numeric(recall["n"], errors="coerce").fillna(0).astype(int).tolist()
-        level = chance_level(supports, len(supports))
-        accuracy, n = float(overall["value"].iloc[0]), int(pd.to_numeric(overall["n"]).iloc[0])
-        found[str(key)] = (int(near_chance(accuracy, n, level)), level)
+        level = chance_level(supports[key], len(supports[key]))
+        found[str(key)] = (int(near_chance(float(accuracy), int(n), level)), level)
     return found
 
 

@@ -13,8 +13,9 @@ more seeds make each score steadier, never N larger.
 
 Only blocks where every ranked method has a score are used (the others are named in a note). When fewer than
 MIN_BLOCKS such blocks remain, the method on the fewest blocks is left out, one at a time, until MIN_BLOCKS blocks
-are complete or MIN_METHODS methods remain. autorank needs AUTORANK_MIN_BLOCKS blocks; on fewer the same
-formulas are applied here (scipy's Friedman test, statsmodels' studentized range for the CD).
+are complete or MIN_METHODS methods remain. The numbers are autorank's formulas (nonparametric mode) applied here
+with scipy's Friedman test and statsmodels' studentized range for the CD, on any number of blocks: equal to
+autorank's (tests/test_ranking.py), without its 2 s of imports (it loads pyplot); autorank draws the CD diagram.
 """
 
 from __future__ import annotations
@@ -137,25 +138,16 @@ def nemenyi_groups(mean_ranks: pd.Series, cd: float) -> list[list[str]]:
 
 def friedman_nemenyi(scores: pd.DataFrame, alpha: float = ALPHA) -> tuple[float, float, pd.Series]:
     """Friedman p, Nemenyi critical difference and mean ranks (1 = best, best first) of `scores` (blocks x
-    methods, higher is better): by autorank with 5 or more blocks, else by the same formulas. A p of 1 when every
+    methods, higher is better), by autorank's formulas (the module docstring). A p of 1 when every
     block ties every method (the statistic is undefined there: nothing tells the methods apart)."""
-    if len(scores) >= AUTORANK_MIN_BLOCKS:
-        try:
-            from autorank import autorank
-        except ImportError as exc:
-            raise BenchError("the ranking needs autorank: pip install 'autorank>=1.1'") from exc
-        with quiet():
-            result = autorank(scores.reset_index(drop=True), alpha=alpha, verbose=False, force_mode="nonparametric")
-        p, cd, ranks = float(result.pvalue), float(result.cd), result.rankdf["meanrank"].astype(float)
-    else:
-        from scipy.stats import friedmanchisquare
-        from statsmodels.stats.libqsturng import qsturng
+    from scipy.stats import friedmanchisquare
+    from statsmodels.stats.libqsturng import qsturng
 
-        k, n = scores.shape[1], len(scores)
-        with quiet():
-            p = float(friedmanchisquare(*scores.T.to_numpy()).pvalue)
-        cd = float(qsturng(1 - alpha, k, np.inf) * math.sqrt(k * (k + 1) / (12 * n)))  # autorank's formula
-        ranks = scores.rank(axis=1, ascending=False, method="average").mean()
+    k, n = scores.shape[1], len(scores)
+    with quiet():
+        p = float(friedmanchisquare(*scores.T.to_numpy()).pvalue)
+    cd = float(qsturng(1 - alpha, k, np.inf) * math.sqrt(k * (k + 1) / (12 * n)))  # autorank's formula
+    ranks = scores.rank(axis=1, ascending=False, method="average").mean()
     order = sorted(ranks.index, key=lambda m: (ranks[m], method_key(m)))
     return (1.0 if math.isnan(p) else p), cd, ranks.reindex(order)
 
@@ -192,8 +184,8 @@ def rank_blocks(frame: pd.DataFrame, include: bool = False) -> Ranking:
                               "run more methods (two methods: clbench report --table compare)")
     p, cd, ranks = friedman_nemenyi(scores)
     if len(scores) < AUTORANK_MIN_BLOCKS:
-        notes.append(f"{len(scores)} blocks: computed with autorank's formulas by scipy and statsmodels (autorank "
-                     f"itself needs {AUTORANK_MIN_BLOCKS}); so few blocks give the test little power")
+        notes.append(f"{len(scores)} blocks: so few give the test little power (autorank itself refuses fewer "
+                     f"than {AUTORANK_MIN_BLOCKS}; its formulas are applied here)")
     return Ranking(scores[list(ranks.index)], ranks, p, cd, nemenyi_groups(ranks, cd), notes=notes)
 
 
