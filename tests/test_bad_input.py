@@ -271,3 +271,35 @@ def test_card_name_wins_over_a_folder_of_that_name(tmp_path):
                                                           for i in range(20)])
     write_jsonl(tmp_path / "D" / "trec" / "test.jsonl", [{"text": "why", "label": "DESC"}])
     assert load_dataset("trec", str(tmp_path / "D")).source.startswith("local:")
+
+
+@pytest.mark.parametrize("torch_version, available, devices, flags, words", [
+    ("2.13.0+cpu", False, 0, ["--device", "cuda"], ["--device cuda: CUDA is not available here (torch 2.13.0+cpu, a "
+                                                    "CPU build)", "use --device cpu or auto"]),
+    ("2.13.0", False, 0, ["--device", "cuda:0"], ["--device cuda:0: CUDA is not available here",
+                                                  "no CUDA device visible"]),
+    ("2.13.0+cpu", False, 0, ["--cuda-graphs", "on"], ["--cuda-graphs on: CUDA is not available here",
+                                                       "use --cuda-graphs auto (or off) on this machine"]),
+    ("2.13.0", True, 1, ["--device", "cuda:2"], ["--device cuda:2: this machine has 1 CUDA device(s) (cuda:0 to "
+                                                 "cuda:0); pick one of them"]),
+])
+def test_cuda_this_machine_lacks_is_refused_before_planning(cli, tmp_path, monkeypatch, torch_version, available,
+                                                            devices, flags, words):
+    """A local run asking for CUDA (or a GPU) this machine lacks: one line, exit 2, before any data is loaded (it
+    used to plan, load and fail every shard). The machine is simulated, so this holds on a GPU machine too."""
+    import importlib.metadata
+
+    import torch
+
+    import bench.data.loading
+
+    monkeypatch.setattr(importlib.metadata, "version", lambda name: torch_version if name == "torch" else "0")
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: available)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: devices)
+    monkeypatch.setattr(torch.version, "cuda", None if torch_version.endswith("+cpu") else "12.8")
+    monkeypatch.setattr(bench.data.loading, "load_raw", lambda *a: pytest.fail("the data was loaded"))
+    code, out, err = cli("run", "--methods", "ce", "--datasets", FIXTURE, *BASE, "--results-dir", tmp_path / "r",
+                         *flags)
+    assert code == 2 and err.count("\n") == 1 and out == "", err
+    assert all(word in err for word in words), err
+    assert not (tmp_path / "r").exists()

@@ -58,7 +58,7 @@ def abbreviation(option: str, options: set[str]) -> str | None:
 
 PARSERS = list(subcommands(build_parser()))
 CASES = [(path, option, prefix) for path, parser in PARSERS
-         for option in {o for a in parser._actions for o in a.option_strings}
+         for option in sorted({o for a in parser._actions for o in a.option_strings})  # sorted: pytest-xdist's workers must collect the same list
          if (prefix := abbreviation(option, {o for a in parser._actions for o in a.option_strings}))]
 
 

@@ -167,6 +167,8 @@ def checked_run_options(args: argparse.Namespace, check_encoders: bool = True
     )
     check_set_targets(args.assignments, opts.methods, registry("method"))
     check_cuda_graphs(request["cuda_graphs"], opts.device, request["compile"])
+    if executor == "local":  # a SLURM job's node has its own GPUs, which the submitting machine may lack
+        check_cuda_here(opts.device, request["cuda_graphs"])
     check_sweep(opts, bool(getattr(args, "yes", None) or file_run.get("yes", False)))
     check_plan(opts, check_encoders)
     from bench.cli.export import save_formats  # --save-format: how weights are kept, not what is trained
@@ -188,6 +190,31 @@ def check_cuda_graphs(mode: str, device: str, compiled: bool) -> None:
     if compiled:
         raise BenchError("--cuda-graphs on and --compile exclude each other (a compiled encoder is not captured "
                          "whole); drop one, or use --cuda-graphs auto")
+
+
+def check_cuda_here(device: str, cuda_graphs: str) -> None:
+    """A local run that asks for CUDA (`--device cuda[:N]`, or `--cuda-graphs on` with `--device auto`) on a
+    machine without it, or for a GPU it does not have, fails before anything is planned (it used to fail every
+    shard after loading the data). Imports torch only in that case."""
+    wants = device == "cuda" or device.startswith("cuda:") or (device == "auto" and cuda_graphs == "on")
+    if not wants:
+        return
+    from importlib.metadata import version
+
+    flag = f"--device {device}" if device != "auto" else "--cuda-graphs on"
+    fix = "use --device cpu or auto" if device != "auto" else "use --cuda-graphs auto (or off) on this machine"
+    installed = version("torch")
+    if installed.endswith("+cpu"):  # known without importing torch (1.7 s)
+        raise BenchError(f"{flag}: CUDA is not available here (torch {installed}, a CPU build); {fix}")
+    import torch
+
+    if not torch.cuda.is_available():
+        build = "a CPU build" if torch.version.cuda is None else "no CUDA device visible"
+        raise BenchError(f"{flag}: CUDA is not available here (torch {torch.__version__}, {build}); {fix}")
+    index = int(device.split(":", 1)[1]) if device.startswith("cuda:") and device[5:].isdigit() else 0
+    if index >= torch.cuda.device_count():
+        raise BenchError(f"--device {device}: this machine has {torch.cuda.device_count()} CUDA device(s) "
+                         f"(cuda:0 to cuda:{torch.cuda.device_count() - 1}); pick one of them")
 
 
 def whole_number(flag: str, given: Any, from_file: Any) -> int:
