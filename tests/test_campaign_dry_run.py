@@ -88,6 +88,7 @@ def test_pack_writes_the_folders_of_its_parts_with_a_manifest_of_this_code(toy_p
     assert (toy_pack / "wordnet" / "wordnet.tar.xz").is_file()
 
 
+@pytest.mark.slow
 def test_every_part_dry_runs_and_the_report_turns_the_records_into_tables(toy_pack, tmp_path):
     out = tmp_path / "out"
     for name, part in PARTS.items():

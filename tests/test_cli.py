@@ -152,6 +152,7 @@ def test_status_lists_runs(cli, tiny, results, monkeypatch):
     assert code == 0 and out.splitlines()[-1] == "1 shard(s): 1 done"
 
 
+@pytest.mark.slow
 def test_parallel_jobs(cli, tiny, results):
     code, out, err = cli("run", "--methods", "ce", "--datasets", tiny, "--seeds", "1-3", "--jobs", "2", *FAST)
     assert code == 0, err

@@ -340,6 +340,7 @@ def assert_same_results(results: Path, reference: Path) -> None:
 
 # ------------------------------------------------------------------------------------------------ tests
 
+@pytest.mark.slow
 def test_chaos_sweep_killed_in_every_phase_equals_uninterrupted_run(reference, chaos):
     """Guards resume after SIGKILL in one process, one launch per kill point in a seeded random order: killed
     mid-epoch; mid-write of the token cache, the spec, a checkpoint, the predictions, the model, an evaluation
@@ -367,6 +368,7 @@ def test_chaos_sweep_killed_in_every_phase_equals_uninterrupted_run(reference, c
     assert_same_results(chaos.results, reference)
 
 
+@pytest.mark.slow
 def test_chaos_parallel_sweep_killed_at_random_moments_equals_uninterrupted_run(reference, chaos):
     """Guards --jobs 2, where shards train, evaluate and gather at the same time, against SIGKILLs from
     outside at seeded random moments once training is under way: first one worker (the pool breaks and the
@@ -467,6 +469,7 @@ def test_gather_sets_the_table_time_to_when_it_read_the_runs(tmp_path):
     assert before - 1 <= (tmp_path / store.TABLE).stat().st_mtime <= time.time()
 
 
+@pytest.mark.slow
 def test_pool_workers_die_with_the_main_process(tmp_path):
     """A `--jobs` worker busy with a shard must not outlive a killed sweep (it would hold a GPU and race the
     re-run on the same shards)."""
@@ -512,6 +515,7 @@ def test_pool_workers_die_with_the_main_process(tmp_path):
     assert not survives("fixed")
 
 
+@pytest.mark.slow
 def test_a_dead_worker_does_not_end_the_sweep(tmp_path, tiny):
     """A `--jobs` worker killed mid-shard (OOM killer, kill -9) breaks its process pool; the shards it took
     down go to a fresh pool (resuming checkpoints) and the sweep still finishes every shard with exit 0."""

@@ -318,6 +318,7 @@ def test_damaged_lease_is_taken_over_at_once(sweep):
     assert_same_results(sweep.results, sweep.reference.results)
 
 
+@pytest.mark.slow
 def test_parallel_sweep_with_a_damaged_shard_finishes_every_shard(sweep):
     """Guards --jobs 2: with one damaged finished run and two unfinished ones, the pool repairs and retrains the
     damaged shard, trains the others, and the sweep exits 0 with the undamaged sweep's results."""

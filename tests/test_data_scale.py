@@ -7,6 +7,8 @@ from __future__ import annotations
 import json
 import pickle
 
+import pytest
+
 import bench.running.runner as runner
 from bench.data.loading import load_dataset
 from bench.perf import data_scale as ds
@@ -54,6 +56,7 @@ def test_the_probe_stops_a_worker_at_its_first_step_and_reports_it(tmp_path, mon
     assert report["rss_first_step_mb"] >= report["rss_start_mb"] > 0
 
 
+@pytest.mark.slow
 def test_the_command_end_to_end(capsys):
     assert perf_main(["data-scale", "--rows", "300", "--batch-size", "8", "--max-length", "16", "--quiet"]) == 0
     report = json.loads(capsys.readouterr().out)

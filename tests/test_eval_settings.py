@@ -116,6 +116,7 @@ def stored_checklist(run_dir: Path) -> dict[str, dict]:
     return {p.name: store.read_json(p) for p in sorted((run_dir / store.EVALS).glob("checklist-*.json"))}
 
 
+@pytest.mark.slow
 def test_the_demo_then_a_methods_call_rescores_nothing(tmp_path, monkeypatch, capsys, cli):
     """`clbench run` (the demo switch, with a tiny model) scores CheckList on the card's 100 texts; `clbench run
     --methods ce` then finds the evaluation stored; `clbench evaluate` without options too; `--checklist-n 20`

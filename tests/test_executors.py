@@ -166,6 +166,7 @@ def test_slurm_job_reproduces_a_local_run(cli, tiny, tmp_path, fake_slurm, one_t
     assert code == 0 and "2 shard(s): 2 done" in out
 
 
+@pytest.mark.slow
 def test_submitit_local_executor_matches_a_local_run(cli, tiny, tmp_path, one_thread):
     local, cluster = tmp_path / "local", tmp_path / "cluster"
     # both on the CPU (the jobs below are submitted with device "cpu"; precision auto is fp32 there): with a GPU
@@ -488,6 +489,7 @@ def test_follow_gives_up_on_shards_the_scheduler_never_knows(results, mocked, ca
     assert statuses[0].state == "interrupted" and scheduler.calls == 4  # the grace restarts once it is known
 
 
+@pytest.mark.slow
 def test_run_wait_follows_the_array_and_fails_when_a_shard_fails(cli, tiny, results, mocked, monkeypatch,
                                                                   one_thread):
     monkeypatch.setattr("bench.running.follow.POLL_SECONDS", 0.01)

@@ -157,6 +157,7 @@ def test_compiled_training_does_not_recompile_per_batch_shape(tiny):
     assert 1 <= graphs <= 2, f"{graphs} compilations"  # one graph; at most one more for a size-1 specialisation
 
 
+@pytest.mark.slow
 def test_bench_run_compile_trains_records_how_and_matches_eager(tiny, tmp_path, cli):
     """The real inductor path end to end (tens of seconds on two cores: one layer compiled, reused)."""
     import json

@@ -126,6 +126,7 @@ def faulty_disk(monkeypatch, results: Path, room: int, code: int) -> Iterator[No
         yield
 
 
+@pytest.mark.slow
 def test_a_disk_that_fills_mid_sweep_loses_nothing(cli, tiny, tmp_path, monkeypatch, reference, resumed):
     results = tmp_path / "results"
     before, room = first_shard(cli, tiny, results)

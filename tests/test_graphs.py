@@ -61,6 +61,7 @@ def make_trainer(tiny, method: str, graph_step: bool, epochs: int = 2, **knobs):
     return trainer, train, val
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("method,knobs", METHOD_CASES)
 def test_the_graph_ready_step_trains_bit_identically_to_the_plain_step(tiny, method, knobs):
     plain, train, val = make_trainer(tiny, method, graph_step=False, **knobs)

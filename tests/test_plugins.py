@@ -11,6 +11,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from conftest import FAST, FIXTURE, ROOT
 
 MY_METHOD = '''"""mymethod: cross-entropy with label smoothing (a method added as one file)."""
@@ -73,6 +75,7 @@ def test_a_new_method_file_is_all_it_takes(tmp_path):
     assert report.returncode == 0 and "mymethod" in report.stdout, report.stderr[-2000:]
 
 
+@pytest.mark.slow
 def test_a_plugin_package_adds_a_method_and_an_evaluator(tmp_path):
     """A tiny installed distribution (a dist-info with entry points on the path) registers `toy` and `toyeval`."""
     site = tmp_path / "site"

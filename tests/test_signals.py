@@ -110,6 +110,7 @@ def assert_stopped_cleanly(results: Path) -> list[Path]:
     return runs
 
 
+@pytest.mark.slow
 def test_sigterm_stops_a_real_run_at_a_safe_point_and_a_rerun_resumes_it(reference, tmp_path):
     results = tmp_path / "results"
     process = launch(results, "--seeds", "1")
@@ -135,6 +136,7 @@ def test_sigterm_stops_a_real_run_at_a_safe_point_and_a_rerun_resumes_it(referen
     assert clean_values(results / key) == clean_values(reference / key)
 
 
+@pytest.mark.slow
 def test_sigint_to_a_pool_of_workers_stops_every_shard_and_a_rerun_resumes_them(reference, tmp_path):
     """`kill -INT` to the main process alone: it passes the signal on to its worker processes (Ctrl-C in a
     terminal signals them all at once; the first signal counts)."""

@@ -55,6 +55,7 @@ def called(items: np.ndarray) -> tuple[bool, bool]:
             verdicts.verdict(runs, runs.pvalue) in ("better", "worse"))
 
 
+@pytest.mark.slow
 def test_false_calls_of_the_task_level_verdict_with_and_without_item_effects():
     rng = np.random.default_rng(52)
     rates = {}
