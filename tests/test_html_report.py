@@ -130,18 +130,20 @@ def expected_figures() -> set[str]:
 def check_elements(found: Elements) -> None:
     """Every section, table and figure of the `folder` page is in the document."""
     assert found.ids("section") == list(SECTIONS)
-    assert found.ids("table") == list(TABLES)
+    assert [i for i in found.ids("table") if i] == list(TABLES)  # heatmap tables have no id
     figures = set(found.ids("figure"))
     assert expected_figures() <= figures and any(f.startswith("fig-curves_") for f in figures)
-    images = [attrs for name, attrs in found.tags if name == "img"]
-    assert len(images) == len(figures) == 6 and all(a["src"].startswith("data:image/png;base64,") for a in images)
+    images = [attrs for name, attrs in found.tags if name == "img"]  # the summary and the curves: PNG
+    assert len(figures) == 6 and len(images) == 2 and all(a["src"].startswith("data:image/png;base64,") for a in images)
+    heatmaps = [attrs for name, attrs in found.tags if name == "table" and attrs.get("class") == "heatmap"]
+    assert len(heatmaps) == 6  # two confusion tables per run (counts, %), the LDM, the confusion change
     captions = " | ".join(found.captions)
     for title in ("Test accuracy and macro-F1 (%)", "Ranking across datasets", "Cost of each dataset",
                   "Datasets: sizes", "Ablation", "Paired comparison with ce", "Ours vs published", "Robustness",
                   "Every evaluator metric", "Provenance of each run"):
         assert title in captions
-    tables = [attrs for name, attrs in found.tags if name == "table"]
-    assert all(a.get("class") == "sortable" for a in tables)           # every table sorts and has a CSV button
+    tables = [attrs for name, attrs in found.tags if name == "table" and attrs.get("class") != "heatmap"]
+    assert all(a.get("class") == "sortable" for a in tables)           # every data table sorts and has a CSV button
     buttons = [attrs["data-table"] for name, attrs in found.tags if name == "button" and attrs.get("class") == "csv"]
     assert buttons == list(TABLES)
 
@@ -181,7 +183,7 @@ def test_missing_pieces_leave_their_section_out_with_a_note(tmp_path):
     text = build_report(results, resamples=RESAMPLES).text
     found = Elements(text)
     assert found.ids("section") == list(SECTIONS)                  # the headings stay, the content is a note
-    assert found.ids("table") == ["table-main", "table-cost", "table-datasets", "table-vs-paper",
+    assert [i for i in found.ids("table") if i] == ["table-main", "table-cost", "table-datasets", "table-vs-paper",
                                   "table-provenance"]
     assert "No ranking: it needs at least two methods" in text
     assert "No ablation table: it needs runs of at least two of ce, cl, clld-static, clld-adaptive" in text
@@ -246,12 +248,12 @@ def visible(text: str) -> str:
 
 
 def test_the_page_shows_no_absolute_path(folder, tmp_path, monkeypatch):
-    from bench.reporting import plots
+    from bench.reporting import htmlheatmap
 
-    def broken(run_dir):  # a damaged file: the message names it by its absolute path
+    def broken(run_dir, caption):  # a damaged file: the message names it by its absolute path
         raise OSError(f"cannot read {Path(run_dir).resolve() / store.CONFUSION}")
 
-    monkeypatch.setattr(plots, "confusion_plot", broken)
+    monkeypatch.setattr(htmlheatmap, "confusion_html", broken)
     text = visible(build_report(folder, resamples=RESAMPLES, page_dir=REPORTS).text)
     assert f"could not be drawn (OSError: cannot read results/{CE1}/{store.CONFUSION})" in text  # the note stays
     assert "local copy (mr)" in text                                # the data source by its folder's name only

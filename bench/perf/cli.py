@@ -20,6 +20,7 @@
     python -m bench.perf data-scale --rows 1000000                           # load 1M short rows; copies per worker
     python -m bench.perf verify-cost --runs 1000                             # verifying stored files vs a no-op re-run
     python -m bench.perf floor --datasets demo,sst2,20ng --data-dir DATA     # the TF-IDF floor vs its first version
+    python -m bench.perf answers --runs 2000                                 # commands that train nothing: CPU seconds
 
 Rounds alternate between the variants so that machine noise hits both alike; the medians are compared.
 Models are set up as a real shard sets them up: deterministic kernels on a CPU only, the Trainer's length bucket
@@ -39,6 +40,7 @@ import torch
 
 from bench.cli.common import StrictParser, UsageError  # noqa: F401 (UsageError: re-exported by bench.perf)
 from bench.errors import BenchError
+from bench.perf.answers import answers
 from bench.perf.common import PEAK_BF16_TFLOPS, device_name, stdout_to_stderr
 from bench.perf.compile import compile_bench
 from bench.perf.concurrency import shards
@@ -67,7 +69,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], dict]] = {
     "throughput": throughput, "report": report, "short-texts": short_texts, "shards": shards,
     "shard-cost": shard_cost, "grid-cost": grid_cost, "compile": compile_bench, "estimate": run_estimate,
     "slurm": slurm_bench, "demo": demo, "vectors": vectors_bench, "profile": profile, "data-scale": data_scale,
-    "graphs": graphs_bench, "verify-cost": verify_cost, "floor": floor_bench}
+    "graphs": graphs_bench, "verify-cost": verify_cost, "floor": floor_bench, "answers": answers}
 
 
 class Parser(StrictParser):
@@ -103,6 +105,8 @@ def resolve(args: argparse.Namespace) -> None:
         raise BenchError("--batch-sizes is for `report` and `graphs`; give --batch-size")
     args.batch_size_list = (whole_numbers(args.batch_sizes, "--batch-sizes") if args.batch_sizes is not None
                             else [args.batch_size] if batch_size_given else [32, 128])
+    if args.runs is None:
+        args.runs = 2000 if command == "answers" else 1000
     args.dataset_list = [d for d in args.datasets.split(",") if d]
     if not args.dataset_list:
         raise BenchError(f"--datasets names no dataset: {args.datasets!r}")
@@ -170,7 +174,9 @@ def build_parser() -> Parser:
                         help="torch.compile backend for --compile and `compile` (default: inductor; eager: trace only)")
     parser.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
     parser.add_argument("--rows", type=int, default=1_000_000, help="data-scale: train rows generated (default 1M)")
-    parser.add_argument("--runs", type=int, default=1000, help="verify-cost: finished runs in the folder (default 1000)")
+    parser.add_argument("--runs", type=int, default=None,
+                        help="verify-cost: finished runs in the folder (default 1000); answers: runs of the "
+                        "synthetic archive (default 2000)")
     parser.add_argument("--hf-sampler", default="both", choices=["both", "random", "group_by_length"],
                         help="hf-trainer, report: the HF Trainer's sampler(s) raced against ours (default both: "
                              "group_by_length, loop vs loop at similar padding, and its default random one, "
@@ -215,7 +221,8 @@ def build_parser() -> Parser:
     estimating.add_argument("--shard-overhead-s", type=float, default=0.0,
                             help="seconds added per shard for loading and evaluation (default 0: FLOPs only; "
                                  "`shard-cost` suggests a value)")
-    estimating.add_argument("--results-dir", default=None, help="set measured epoch times of finished runs beside")
+    estimating.add_argument("--results-dir", default=None, help="set measured epoch times of finished runs beside; answers: a folder holding a "
+                            "finished demo's results/ (default: the demo is trained first)")
     clustering = parser.add_argument_group("slurm (on a real cluster: scripts/start-local-slurm.sh starts one)")
     clustering.add_argument("--slurm-shards", type=int, default=30, help="shards submitted at once (default 30)")
     clustering.add_argument("--requeue-hold", action="store_true",

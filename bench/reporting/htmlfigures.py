@@ -1,9 +1,9 @@
-"""The figures of the HTML report (`bench.reporting.html`), drawn with the builders of `bench.reporting.plots`
-and inlined as PNG: the accuracy summary by method, training curves per dataset x encoder, and for each
-method's first-seed run its confusion heatmap, its label-distance heatmap (clld runs) and its t-SNE scatter
-(when stored); and, when some method ran several knob combinations, the tuning-budget curves of
-`bench.reporting.budgetplot`. A figure that cannot be drawn (a file the run lacks) becomes a one-line note.
-Each is drawn once per content (bench.reporting.figurecache): a rebuilt page reuses the figures it already holds.
+"""The figures of the HTML report (`bench.reporting.html`): drawn with the builders of `bench.reporting.plots` and
+inlined as PNG, the accuracy summary by method, training curves per dataset x encoder, each method's first-seed
+run's t-SNE scatter (when stored) and, when some method ran several knob combinations, the tuning-budget curves of
+`bench.reporting.budgetplot`; as HTML tables (bench.reporting.htmlheatmap), that run's confusion and, for clld
+runs, its label-distance matrix. A figure that cannot be drawn (a file the run lacks) becomes a one-line note.
+Each PNG is drawn once per content (bench.reporting.figurecache): a rebuilt page reuses the figures it holds.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from typing import Any
 import pandas as pd
 
 from bench.errors import BenchError
-from bench.reporting.figurecache import drawn
+from bench.reporting.figurecache import attempt, drawn
 from bench.reporting.figures import ldm_start, run_info
 from bench.reporting.htmlparts import anchor, esc, note
 from bench.reporting.plotdata import FEW_SEEDS, FEW_SEEDS_WHY
@@ -114,19 +114,26 @@ def curves_figures(source: Path, runs: list[ChosenRun]) -> str:
 
 
 def run_figures(source: Path, run: ChosenRun) -> tuple[list[str], list[str]]:
-    """A run's figures (confusion; LDM for clld runs; t-SNE when stored) and notes for those it lacks."""
+    """A run's figures (confusion and, for clld runs, the LDM as HTML tables; t-SNE as a PNG when stored) and
+    notes for those it lacks."""
+    from bench.reporting.htmlheatmap import confusion_html, ldm_html
+
     run_dir = source / run.key
-    wanted: list[tuple[str, str, str]] = [
-        ("confusion heatmap", "plots:confusion_plot", f"Test confusion of {run.title}: counts and row-normalised (%)")]
+    tables: list[tuple[str, Any, str]] = [
+        ("confusion heatmap", confusion_html, f"Test confusion of {run.title}: counts and row-normalised (%)")]
     if run.method.startswith("clld"):
-        wanted.append(("label-distance heatmap", "plots:ldm_plot", ldm_caption(run_dir, run.title)))
-    if (run_dir / store.TSNE).is_file():
-        wanted.append(("t-SNE scatter", "plots:embeddings_plot", f"t-SNE of test embeddings of {run.title}"))
+        tables.append(("label-distance heatmap", ldm_html, ldm_caption(run_dir, run.title)))
     figures, notes = [], []
-    for what, builder, caption in wanted:
-        figure, reason = drawn(builder, (run_dir,), caption)
-        if not figure:
+    for what, builder, caption in tables:
+        table, reason = attempt(builder, run_dir, caption)
+        if table is None:
             notes.append(f"No {what} for {run.key}: {reason}")
+        else:
+            figures.append(table)
+    if (run_dir / store.TSNE).is_file():
+        figure, reason = drawn("plots:embeddings_plot", (run_dir,), f"t-SNE of test embeddings of {run.title}")
+        if not figure:
+            notes.append(f"No t-SNE scatter for {run.key}: {reason}")
         else:
             figures.append(figure)
     return figures, notes

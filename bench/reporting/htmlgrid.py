@@ -2,7 +2,7 @@
 macro-F1 per method and dataset, each method named with the knobs its runs changed), the knobs chosen on
 validation with each method's tuning budget (`--select-by validation`: `bench.reporting.selection`, the choice
 `clbench report --table compare --select-by validation` makes), and per dataset the confusion change of each
-method against the baseline (`plots.confusion_diff_plot`, as `clbench plot confusion-diff`).
+method against the baseline (an HTML table, bench.reporting.htmlheatmap; `clbench plot confusion-diff` draws it).
 
 A method's knobs are read from its rows' `knobs` (JSON of the settings its run changed from the defaults); those
 every run of a dataset × encoder shares (e.g. the card's epochs) are said once in a note instead, and a method's
@@ -24,7 +24,8 @@ from bench.errors import BenchError
 from bench.reporting import floor, nearchance
 from bench.reporting.cellframes import DIGITS, make_table, mark_best, value_cell
 from bench.reporting.collapsed import split_runs
-from bench.reporting.figurecache import drawn
+from bench.reporting.figurecache import attempt
+from bench.reporting.htmlheatmap import confusion_diff_html
 from bench.reporting.htmlparts import cells_table, esc, note
 from bench.reporting.resultsview import as_text, canonical_method
 from bench.reporting.selection import Selection, selection_cells
@@ -256,9 +257,9 @@ def confusion_diff_section(source: Path, frame: pd.DataFrame, baseline: str, inc
         return note(f"No confusion change against {name}: {why}.")
     parts, notes = [], list(missing)
     for pair in pairs[:MAX_DIFFS]:
-        figure, reason = drawn("plots:confusion_diff_plot", (source / pair.base_key, source / pair.key),
-                               diff_caption(pair, name))
-        if not figure:
+        figure, reason = attempt(confusion_diff_html, source / pair.base_key, source / pair.key,
+                                 diff_caption(pair, name))
+        if figure is None:
             notes.append(f"No confusion change for {pair.key}: {reason}")
         else:
             parts.append(figure)

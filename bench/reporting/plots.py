@@ -1,7 +1,8 @@
 """Figures from stored runs (`clbench plot`): label-distance and confusion heatmaps, training curves, t-SNE
 scatters, and (re-exported from `bench.reporting.summaryplot`) a per-method summary over seeds.
 
-Builders are pure functions of run folders (or tidy rows). Each returns a `Plot` (`bench.reporting.figures`):
+Builders are pure functions of run folders (or tidy rows); matplotlib and seaborn are imported by the functions
+that draw, so the page's HTML heatmaps (bench.reporting.htmlheatmap) use the helpers here without them. Each returns a `Plot` (`bench.reporting.figures`):
 the figure, the data it drew (a matrix, records or a frame, so tests can check the numbers) and the stem of
 its file names; `figures.save_plot` writes it. The data behind curves and summaries is in
 `bench.reporting.plotdata`.
@@ -17,12 +18,9 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import seaborn as sns
-from matplotlib.lines import Line2D
-from matplotlib.ticker import MaxNLocator
 
 from bench.errors import BenchError
-from bench.reporting.figures import (ANNOTATE_MAX, COLUMN_WIDTH, PAGE_WIDTH, Plot, RunInfo, class_names,
+from bench.reporting.figures import (ANNOTATE_MAX, COLUMN_WIDTH, PAGE_WIDTH, Plot, RunInfo, class_names, colours,
                                      distinct_labels, draw_heatmap, heatmap_size, ldm_start_note, ldm_update_note,
                                      new_figure, read_confusion, read_ldm, read_ldm_updates, read_tsne, run_info,
                                      run_outcome, short, styled)
@@ -234,7 +232,7 @@ def loss_part(metric: str) -> str:
 def line_styles(runs: Sequence[RunInfo]) -> list[dict[str, Any]]:
     """One colour per method, one dash pattern per seed within a method."""
     methods = list(dict.fromkeys(r.method for r in runs))
-    palette = sns.color_palette("tab10" if len(methods) <= 10 else "husl", len(methods))
+    palette = colours(len(methods))
     dashes = ["-", "--", ":", "-."]
     seen: dict[str, int] = {}
     styles = []
@@ -279,9 +277,13 @@ def curves_plot(run_dirs: Sequence[Path]) -> Plot:
         any_weighted |= weighted
         ax.set_title(metric_title(metric, weighted))
         ax.set_xlabel("epoch")
+        from matplotlib.ticker import MaxNLocator
+
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     for ax in axes[len(metrics):]:
         ax.set_axis_off()
+    from matplotlib.lines import Line2D
+
     handles = [Line2D([], [], marker="o", markersize=3, **style) for style in styles.values()]
     parts = {label: [loss_part(m) for m in dict.fromkeys(frame.loc[frame["label"] == label, "metric"]) if loss_part(m)]
              for label in labels}
@@ -301,7 +303,7 @@ def embeddings_plot(run_dir: Path) -> Plot:
     points = read_tsne(run)
     present = set(points["label"])
     classes = [n for n in run.label_names if n in present] + sorted(present - set(run.label_names))
-    palette = sns.color_palette("tab10" if len(classes) <= 10 else "husl", len(classes))
+    palette = colours(len(classes))
     legend_rows = math.ceil(len(classes) / 3)
     figure = new_figure(COLUMN_WIDTH, COLUMN_WIDTH * 0.85 + 0.14 * legend_rows)
     ax = figure.add_subplot()

@@ -11,17 +11,18 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
-import seaborn as sns
-from matplotlib.axes import Axes
 
 from bench.reporting.collapsed import MARK, Split
-from bench.reporting.figures import COLUMN_WIDTH, PAGE_WIDTH, Plot, add_caption, new_figure, styled
+from bench.reporting.figures import COLUMN_WIDTH, PAGE_WIDTH, Plot, add_caption, colours, new_figure, styled
 from bench.reporting.plotdata import (FEW_SEEDS, FEW_SEEDS_WHY, PERCENT, is_fraction, metric_unit, select_rows,
                                       summary_frame)
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
 
 SEED_GAP = (0.1, 0.24)  # seed dots lie this far right of their point's x: clear of its marker and caps
 SUMMARY_BARS = "mean ± 1 sample std over seeds (ddof 1; no bar for one seed); small dots: single seeds"
@@ -76,7 +77,7 @@ def summary_plot(rows: Sequence[dict[str, Any]], metric: str = "accuracy",
     datasets = list(dict.fromkeys(frame["dataset"]))
     several_encoders = frame["encoder"].nunique() > 1
     methods = list(dict.fromkeys(frame["method"]))
-    palette = dict(zip(methods, sns.color_palette("tab10" if len(methods) <= 10 else "husl", len(methods))))
+    palette = dict(zip(methods, colours(len(methods))))
     columns = min(3, len(datasets))
     rows_n = math.ceil(len(datasets) / columns)
     width = COLUMN_WIDTH if columns == 1 else PAGE_WIDTH
