@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -88,7 +89,8 @@ def test_the_formulas_equal_autorank():
         reference = autorank(scores.reset_index(drop=True), alpha=ranking.ALPHA, verbose=False,
                              force_mode="nonparametric")
     p, cd, ranks = ranking.friedman_nemenyi(scores)
-    assert p == pytest.approx(float(reference.pvalue)) and cd == pytest.approx(float(reference.cd))
+    # the CD's quantile is exact here; autorank's (statsmodels' qsturng) is an approximation within 1e-4 of it
+    assert p == pytest.approx(float(reference.pvalue)) and cd == pytest.approx(float(reference.cd), rel=1e-4)
     assert ranks.to_dict() == pytest.approx(reference.rankdf["meanrank"].astype(float).to_dict())
 
 
@@ -179,3 +181,24 @@ def test_the_html_ranking_opens_with_the_test_or_says_there_is_none(tmp_path):
     assert "No ranking with uncertainty: 1 block(s)" in text and "<img" not in text
     assert "mean rank (1 = best) and win rate over head-to-head meetings, with cost (no test: fewer than 3 " \
            "datasets/regimes)" in text
+
+
+@pytest.mark.parametrize("k", [2, 3, 4, 5, 8, 10, 20, 50])
+def test_the_studentized_range_quantile_equals_scipys(k):
+    from scipy.stats import studentized_range
+
+    assert ranking.studentized_range_quantile(0.95, k) == pytest.approx(studentized_range.ppf(0.95, k, np.inf),
+                                                                         rel=1e-9)
+
+
+@pytest.mark.parametrize("case", range(12))
+def test_the_friedman_p_equals_scipys(case):
+    from scipy.stats import friedmanchisquare
+
+    rng = np.random.default_rng(case)
+    scores = rng.integers(0, 4 if case % 2 else 100, size=(int(rng.integers(3, 12)), int(rng.integers(3, 7))))
+    frame = pd.DataFrame(scores.astype(float))
+    ranks = frame.rank(axis=1, ascending=False, method="average").to_numpy()
+    expected = friedmanchisquare(*scores.T).pvalue
+    got = ranking.friedman_p(ranks, scores.astype(float))
+    assert got == pytest.approx(expected, rel=1e-9) or (np.isnan(expected) and np.isnan(got))

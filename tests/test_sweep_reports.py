@@ -75,3 +75,26 @@ def test_a_sweep_writes_its_table_summary_and_the_clld_runs_heatmaps_as_pngs(cli
     (results / ce / "confusion.json").unlink()   # a figure that cannot be drawn is left out
     third = tmp_path / "reports-3"
     assert write_sweep_reports(results, only_ce, third) == [third / "paper-ii.md", third / "summary.png"]
+
+
+def test_a_finished_sweeps_reports_are_not_drawn_again(tiny, tmp_path, monkeypatch):
+    """Re-running a finished sweep (the demo) writes its table again but reuses every figure whose runs did not
+    change (bench.reporting.figurecache.saved); a changed run redraws its own figures only."""
+    from bench.reporting import figurecache
+    from test_html_report import CE1, CLLD1, fill
+
+    monkeypatch.setattr(figures, "DPI", 30)
+    results = fill(tmp_path / "results")
+    rows = run_rows(results)
+    reports = tmp_path / "reports"
+    first = write_sweep_reports(results, rows, reports)
+    drawn: list[str] = []
+    original = figurecache.builder_named
+    monkeypatch.setattr(figurecache, "builder_named", lambda name: drawn.append(name) or original(name))
+    assert write_sweep_reports(results, rows, reports) == first and drawn == []
+    confusion = store.read_json(results / CE1 / store.CONFUSION)
+    confusion["test"] = [[9, 1], [1, 9]]
+    store.write_json(results / CE1 / store.CONFUSION, confusion)
+    assert write_sweep_reports(results, rows, reports) == first
+    assert drawn == ["plots:confusion_plot", "plots:confusion_diff_plot"]  # ce's heatmap and the change
+    assert (reports / f"ldm_{CLLD1}.png").is_file()

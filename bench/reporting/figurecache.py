@@ -4,6 +4,8 @@ and modification times where it has none; a frame by its values), the caption, a
 sources of bench/reporting, matplotlib's and seaborn's versions). Rebuilding a page reads the page it replaces and
 reuses every figure whose key is unchanged, so a page whose runs did not change redraws nothing (and imports no
 plotting library); a changed run, caption or plotting code changes the key, so a stale figure is never shown.
+Figures saved as files (a finished sweep's reports/: `saved`) are keyed the same way in the folder's
+`.figures.json`, so re-running a finished demo rewrites none of them.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from typing import Any
 
 from bench.errors import BenchError
 
+INDEX = ".figures.json"  # in a reports folder: figure key -> the file names it was saved as
 FIGURE = re.compile(r'<figure data-key="([0-9a-f]{64})".*?</figure>\n', re.S)
 PREVIOUS: ContextVar[dict[str, str]] = ContextVar("previous_figures", default={})
 REUSED: ContextVar[list[str]] = ContextVar("reused_figures", default=[])
@@ -120,3 +123,33 @@ def drawn(builder: str, args: tuple, caption: str) -> tuple[str, str]:
         return figure_html(plot, caption, key), ""
     finally:
         plot.figure.clear()
+
+
+def saved(builder: str, args: tuple, reports_dir: Path) -> list[Path]:
+    """The PNG (and PDF) files of `builder(*args)` under `reports_dir`: those saved before when its key is
+    unchanged and the files are there, else drawn and saved now (`figures.save_plot`); [] when it cannot be drawn.
+    The folder's index forgets a key whose files another figure has since overwritten."""
+    from bench.results import store
+
+    reports_dir = Path(reports_dir)
+    key = figure_key(builder, args, "")
+    try:
+        index = json.loads((reports_dir / INDEX).read_text(encoding="utf-8"))
+        index = index if isinstance(index, dict) else {}
+    except (OSError, ValueError):
+        index = {}
+    names = index.get(key)
+    if isinstance(names, list) and names and all((reports_dir / str(n)).is_file() for n in names):
+        return [reports_dir / str(n) for n in names]
+    plot, _ = attempt(builder_named(builder), *args)
+    if plot is None:
+        return []
+    from bench.reporting.figures import save_plot
+
+    paths = save_plot(plot, reports_dir)
+    plot.figure.clear()
+    written = {p.name for p in paths}
+    index = {k: v for k, v in index.items() if not (isinstance(v, list) and written & set(map(str, v)))}
+    index[key] = sorted(written)
+    store.write_json(reports_dir / INDEX, index)
+    return paths

@@ -14,8 +14,9 @@ more seeds make each score steadier, never N larger.
 Only blocks where every ranked method has a score are used (the others are named in a note). When fewer than
 MIN_BLOCKS such blocks remain, the method on the fewest blocks is left out, one at a time, until MIN_BLOCKS blocks
 are complete or MIN_METHODS methods remain. The numbers are autorank's formulas (nonparametric mode) applied here
-with scipy's Friedman test and statsmodels' studentized range for the CD, on any number of blocks: equal to
-autorank's (tests/test_ranking.py), without its 2 s of imports (it loads pyplot); autorank draws the CD diagram.
+with scipy.special (Friedman's chi-square with its tie correction; the studentized range at infinite degrees of
+freedom, integrated, for the CD), on any number of blocks: equal to autorank's (tests/test_ranking.py) without its
+2 s of imports or scipy.stats' 0.9 s; autorank draws the CD diagram.
 """
 
 from __future__ import annotations
@@ -29,13 +30,13 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
-from matplotlib.backends.backend_agg import FigureCanvasAgg
-from matplotlib.figure import Figure
+from scipy import special
 
 from bench.errors import BenchError
 from bench.reporting.cellframes import format_p, make_table, text_cell
 from bench.reporting.figures import Plot, styled
-from bench.reporting.htmlparts import esc, figure_html, note, notes_list
+from bench.reporting.figurecache import drawn
+from bench.reporting.htmlparts import esc, note, notes_list
 from bench.reporting.leaderboard import accuracy_cells
 from bench.reporting.render import filters_slug
 from bench.reporting.resultsview import first_few
@@ -140,16 +141,41 @@ def friedman_nemenyi(scores: pd.DataFrame, alpha: float = ALPHA) -> tuple[float,
     """Friedman p, Nemenyi critical difference and mean ranks (1 = best, best first) of `scores` (blocks x
     methods, higher is better), by autorank's formulas (the module docstring). A p of 1 when every
     block ties every method (the statistic is undefined there: nothing tells the methods apart)."""
-    from scipy.stats import friedmanchisquare
-    from statsmodels.stats.libqsturng import qsturng
-
     k, n = scores.shape[1], len(scores)
-    with quiet():
-        p = float(friedmanchisquare(*scores.T.to_numpy()).pvalue)
-    cd = float(qsturng(1 - alpha, k, np.inf) * math.sqrt(k * (k + 1) / (12 * n)))  # autorank's formula
-    ranks = scores.rank(axis=1, ascending=False, method="average").mean()
+    ranks_each = scores.rank(axis=1, ascending=False, method="average")
+    p = friedman_p(ranks_each.to_numpy(dtype=float), scores.to_numpy(dtype=float))
+    cd = float(studentized_range_quantile(1 - alpha, k) * math.sqrt(k * (k + 1) / (12 * n)))  # autorank's formula
+    ranks = ranks_each.mean()
     order = sorted(ranks.index, key=lambda m: (ranks[m], method_key(m)))
     return (1.0 if math.isnan(p) else p), cd, ranks.reindex(order)
+
+
+def friedman_p(ranks: np.ndarray, scores: np.ndarray) -> float:
+    """The p of Friedman's chi-square test with the tie correction, as scipy's `friedmanchisquare` computes it
+    (ranks: blocks x methods, average ranks within each block); NaN when every block ties every method."""
+    n, k = ranks.shape
+    ties = sum(float(np.sum(counts ** 3 - counts)) for counts in
+               (np.unique(row, return_counts=True)[1] for row in scores))
+    correction = 1 - ties / (k * (k * k - 1) * n)
+    if correction <= 0:
+        return math.nan
+    statistic = (12 / (n * k * (k + 1)) * float(np.sum(ranks.sum(axis=0) ** 2)) - 3 * n * (k + 1)) / correction
+    return float(special.chdtrc(k - 1, statistic))
+
+
+def studentized_range_quantile(p: float, k: int) -> float:
+    """The p-quantile of the range of k standard normals (the studentized range at infinite degrees of freedom,
+    Nemenyi's q): bisection on P(R <= q) = k ∫ φ(z) (Φ(z + q) - Φ(z))^(k-1) dz, integrated on a fine grid
+    (equal to scipy's `studentized_range.ppf(p, k, inf)` to 1e-12; statsmodels' `qsturng`, which autorank uses,
+    is an approximation within 1e-4 of it)."""
+    z = np.linspace(-9.0, 9.0, 4001)
+    density = np.exp(-z * z / 2) / math.sqrt(2 * math.pi)
+    low, high = 0.0, 20.0
+    for _ in range(60):
+        middle = (low + high) / 2
+        below = k * np.trapezoid(density * (special.ndtr(z + middle) - special.ndtr(z)) ** (k - 1), z)
+        low, high = (middle, high) if below < p else (low, middle)
+    return (low + high) / 2
 
 
 def rank_blocks(frame: pd.DataFrame, include: bool = False) -> Ranking:
@@ -244,28 +270,36 @@ def cd_height(methods: int, bars: int) -> float:
     return 0.65 + (methods + 1) / 2 * 0.2 + max(0.4, 0.4 + (bars - 1) * 0.1)
 
 
-@styled
 def cd_plot(ranking: Ranking, filters: list[str] | None = None) -> Plot:
     """The critical-difference diagram (autorank's `plot_stats`; `ranking-cd[-<filters>]`): the mean-rank axis
     (best on the right), each method at its mean rank, the CD as a scale bar, and a bar joining the methods the
     Nemenyi test does not tell apart. Data: the mean ranks."""
     if not ranking.tested:
         raise BenchError(f"no critical-difference diagram: {ranking.reason}")
+    return cd_figure(ranking.mean_ranks.to_dict(), ranking.p, ranking.cd, ranking.groups, len(ranking.scores),
+                     filters)
+
+
+@styled
+def cd_figure(mean_ranks: dict[str, float], p: float, cd: float, groups: list[list[str]], blocks: int,
+              filters: list[str] | None = None) -> Plot:
+    """`cd_plot` from the numbers it draws (plain data: the page keys its figure by them)."""
     from autorank import plot_stats
     from autorank.autorank import RankResult
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
 
     fields = dict.fromkeys(RankResult._fields)
-    fields.update(rankdf=pd.DataFrame({"meanrank": ranking.mean_ranks}), pvalue=ranking.p, cd=ranking.cd,
-                  omnibus="friedman", posthoc="nemenyi", alpha=ALPHA, num_samples=len(ranking.scores),
-                  force_mode="nonparametric")
-    bars = sum(len(g) > 1 for g in ranking.groups)
-    figure = Figure(figsize=(CD_WIDTH, cd_height(len(ranking.mean_ranks), bars)))
+    fields.update(rankdf=pd.DataFrame({"meanrank": pd.Series(mean_ranks)}), pvalue=p, cd=cd, omnibus="friedman",
+                  posthoc="nemenyi", alpha=ALPHA, num_samples=blocks, force_mode="nonparametric")
+    bars = sum(len(g) > 1 for g in groups)
+    figure = Figure(figsize=(CD_WIDTH, cd_height(len(mean_ranks), bars)))
     FigureCanvasAgg(figure)
     axes = figure.add_axes((0, 0, 1, 1))
     with quiet():
         plot_stats(RankResult(**fields), allow_insignificant=True, ax=axes)
     slug = filters_slug(filters)
-    return Plot(f"ranking-cd{'-' + slug if slug else ''}", figure, ranking.mean_ranks)
+    return Plot(f"ranking-cd{'-' + slug if slug else ''}", figure, pd.Series(mean_ranks))
 
 
 def ranking_html(ranking: Ranking) -> str:
@@ -276,8 +310,10 @@ def ranking_html(ranking: Ranking) -> str:
     groups = "; ".join("{" + ", ".join(g) + "}" for g in ranking.groups if len(g) > 1) or "none"
     caption = (f"Critical-difference diagram: mean rank over {len(ranking.scores)} blocks ({BLOCKS}), 1 = best, on "
                f"the right; a bar joins methods within CD = {ranking.cd:.2f} of each other (Nemenyi, α = {ALPHA:g})")
+    figure, reason = drawn("ranking:cd_figure", (ranking.mean_ranks.to_dict(), ranking.p, ranking.cd,
+                                                ranking.groups, len(ranking.scores)), caption)
     return (f'<p id="ranking-test"><strong>{esc(ranking.headline())}</strong></p>\n'
-            + '<div class="figures">' + figure_html(cd_plot(ranking), caption) + "</div>\n"
+            + (f'<div class="figures">{figure}</div>\n' if figure else note(f"No CD diagram: {reason}"))
             + notes_list([f"not told apart (Nemenyi): {groups}",
                           "mean ranks: " + ", ".join(f"{m} {r:.2f}" for m, r in ranking.mean_ranks.items()),
                           *ranking_notes(ranking)[:3], *ranking.notes]))

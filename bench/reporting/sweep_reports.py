@@ -1,6 +1,7 @@
 """The reports a finished sweep writes at once (the demo, `clbench run` with no arguments): the accuracy table as
 Markdown, the accuracy-by-method figure, and the label-distance and confusion heatmaps of one run, with the
-baseline's confusion heatmap of the same seed and the difference between the two."""
+baseline's confusion heatmap of the same seed and the difference between the two. A figure whose runs did not
+change since the folder's last reports is not drawn again (bench.reporting.figurecache.saved)."""
 
 from __future__ import annotations
 
@@ -48,28 +49,22 @@ def write_sweep_reports(results_dir: Path, rows: list[dict[str, Any]], reports_d
     """Write the sweep's table and figures under `reports_dir` (PNG figures, PDFs beside them); returns the
     paths of the Markdown table and the PNGs. A figure that cannot be drawn (e.g. a run without label
     distances) is left out."""
-    from bench.errors import BenchError
-    from bench.reporting import plots, render, tables
-    from bench.reporting.figures import save_plot
+    from bench.reporting import figurecache, render, tables
 
     frame = pd.DataFrame(rows)
     written = [render.write_report(tables.paper_ii(frame), "paper-ii", "md", reports_dir)]
-    figures = [lambda: plots.summary_plot(rows, "accuracy")]
+    figures: list[tuple[str, tuple]] = [("plots:summary_plot", (rows, "accuracy"))]
     key = heatmap_run(rows)
     if key is not None:
         run_dir = Path(results_dir) / key
         if (run_dir / store.METHOD_STATE).is_file():
-            figures.append(lambda: plots.ldm_plot(run_dir))
-        figures.append(lambda: plots.confusion_plot(run_dir, ("normalised",)))
+            figures.append(("plots:ldm_plot", (run_dir,)))
+        figures.append(("plots:confusion_plot", (run_dir, ("normalised",))))
         baseline = baseline_run(rows, key)
         if baseline is not None:  # a difference needs both: the baseline's heatmap, and the change
             base_dir = Path(results_dir) / baseline
-            figures.append(lambda: plots.confusion_plot(base_dir, ("normalised",)))
-            figures.append(lambda: plots.confusion_diff_plot(base_dir, run_dir))  # the method minus the baseline
-    for build in figures:
-        try:
-            plot = build()
-        except BenchError:
-            continue
-        written += [p for p in save_plot(plot, reports_dir) if p.suffix == ".png"]
+            figures.append(("plots:confusion_plot", (base_dir, ("normalised",))))
+            figures.append(("plots:confusion_diff_plot", (base_dir, run_dir)))  # the method minus the baseline
+    for builder, args in figures:  # each drawn once per content (bench.reporting.figurecache.saved)
+        written += [p for p in figurecache.saved(builder, args, reports_dir) if p.suffix == ".png"]
     return written
