@@ -148,10 +148,15 @@ def facet_grid(facets: int, methods: Sequence[str], extra_height: float) -> tupl
 
 
 def colours(n: int) -> list[tuple[float, float, float]]:
-    """n distinguishable colours: tab10 up to 10, else husl."""
+    """n distinguishable colours: matplotlib's tab10 up to 10 (seaborn's "tab10" palette is these), else
+    seaborn's husl (imported only then: seaborn costs 1 s of imports)."""
+    if n <= 10:
+        from matplotlib import colormaps
+
+        return [tuple(float(c) for c in rgb[:3]) for rgb in colormaps["tab10"].colors[:n]]
     import seaborn as sns
 
-    return sns.color_palette("tab10" if n <= 10 else "husl", n)
+    return sns.color_palette("husl", n)
 
 
 def save_plot(plot: Plot, reports_dir: Path) -> list[Path]:
