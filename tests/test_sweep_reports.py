@@ -98,3 +98,23 @@ def test_a_finished_sweeps_reports_are_not_drawn_again(tiny, tmp_path, monkeypat
     assert write_sweep_reports(results, rows, reports) == first
     assert drawn == ["plots:confusion_plot", "plots:confusion_diff_plot"]  # ce's heatmap and the change
     assert (reports / f"ldm_{CLLD1}.png").is_file()
+
+
+def test_a_figure_file_overwritten_by_another_is_drawn_again(tmp_path, monkeypatch):
+    """Rows A, then rows B (another summary.png), then A again: A's summary is drawn again, not taken from the file
+    B overwrote (the index forgets a key whose files another figure has since written)."""
+    from bench.reporting import figurecache
+    from test_html_report import fill
+
+    monkeypatch.setattr(figures, "DPI", 30)
+    results = fill(tmp_path / "results")
+    rows = run_rows(results)
+    other = [{**r, "value": r["value"] / 2} if r["metric"] == "accuracy" else r for r in rows]
+    reports = tmp_path / "reports"
+    write_sweep_reports(results, rows, reports)
+    write_sweep_reports(results, other, reports)
+    drawn: list[str] = []
+    original = figurecache.builder_named
+    monkeypatch.setattr(figurecache, "builder_named", lambda name: drawn.append(name) or original(name))
+    write_sweep_reports(results, rows, reports)
+    assert drawn == ["plots:summary_plot"]
