@@ -582,3 +582,31 @@ def test_floor_times_the_tfidf_floor_against_its_first_configuration(capsys, tin
         assert 0 <= entry[variant]["test_accuracy"] <= 100 and entry[variant]["features"] > 0
     medians = {v: float(np.median(entry[v]["seconds"])) for v in ("now", "first")}
     assert entry["speedup"] == round(medians["first"] / medians["now"], 2)
+
+
+def test_the_answers_benchmarks_synthetic_archive_loads_as_finished_runs(tmp_path):
+    """`python -m bench.perf answers` measures the page of a synthetic archive made from one real run folder: its
+    runs load as results (methods x datasets x seeds, one knob combination each here), each run's accuracy row
+    agrees with its predictions, and --runs defaults to 2,000 for answers (1,000 for verify-cost)."""
+    import gzip
+
+    from bench.perf.answers import SYNTHETIC_DATASETS, SYNTHETIC_METHODS, synthetic_archive
+    from bench.perf.cli import build_parser, resolve
+    from bench.reporting.resultsview import load_results
+    from test_html_report import CE1, fill
+
+    template = fill(tmp_path / "results") / CE1
+    archive = synthetic_archive(tmp_path / "synthetic", template, runs=200, items=20)
+    frame = load_results(archive)
+    assert frame["run_key"].nunique() == 200
+    assert set(frame["method"]) == set(SYNTHETIC_METHODS) and set(frame["dataset"]) == set(SYNTHETIC_DATASETS)
+    run = next(archive.iterdir())
+    predictions = [json.loads(line) for line in gzip.decompress((run / "predictions.jsonl.gz").read_bytes())
+                   .decode().splitlines()]
+    accuracy = next(r["value"] for r in json.loads((run / "rows.json").read_text())
+                    if r["metric"] == "accuracy" and not r["label"])
+    assert accuracy == sum(p["gold"] == p["predicted"] for p in predictions) / len(predictions)
+    for command, runs in (("answers", 2000), ("verify-cost", 1000)):
+        args = build_parser().parse_args([command])
+        resolve(args)
+        assert args.runs == runs
