@@ -221,7 +221,8 @@ def build_parser() -> Parser:
     estimating.add_argument("--shard-overhead-s", type=float, default=0.0,
                             help="seconds added per shard for loading and evaluation (default 0: FLOPs only; "
                                  "`shard-cost` suggests a value)")
-    estimating.add_argument("--results-dir", default=None, help="set measured epoch times of finished runs beside; answers: a folder holding a "
+    estimating.add_argument("--results-dir", default=None,
+                            help="set measured epoch times of finished runs beside; answers: a folder holding a "
                             "finished demo's results/ (default: the demo is trained first)")
     clustering = parser.add_argument_group("slurm (on a real cluster: scripts/start-local-slurm.sh starts one)")
     clustering.add_argument("--slurm-shards", type=int, default=30, help="shards submitted at once (default 30)")

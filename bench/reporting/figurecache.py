@@ -26,24 +26,20 @@ from bench.errors import BenchError
 INDEX = ".figures.json"  # in a reports folder: figure key -> the file names it was saved as
 FIGURE = re.compile(r'<figure data-key="([0-9a-f]{64})".*?</figure>\n', re.S)
 PREVIOUS: ContextVar[dict[str, str]] = ContextVar("previous_figures", default={})
-REUSED: ContextVar[list[str]] = ContextVar("reused_figures", default=[])
 
 
 @contextlib.contextmanager
-def reusing(page: Path | str | None) -> Iterator[list[str]]:
-    """While a page is built: the keyed figures of the page at `page` (if any) are reused; yields the list of keys
-    reused (filled as the page is built)."""
+def reusing(page: Path | str | None) -> Iterator[None]:
+    """While a page is built: the keyed figures of the page at `page` (if any) are reused."""
     try:
         text = Path(page).read_text(encoding="utf-8") if page else ""
     except (OSError, UnicodeDecodeError):  # no page yet, or not one of ours: draw everything
         text = ""
-    reused: list[str] = []
-    tokens = PREVIOUS.set({m.group(1): m.group(0) for m in FIGURE.finditer(text)}), REUSED.set(reused)
+    token = PREVIOUS.set({m.group(1): m.group(0) for m in FIGURE.finditer(text)})
     try:
-        yield reused
+        yield
     finally:
-        PREVIOUS.reset(tokens[0])
-        REUSED.reset(tokens[1])
+        PREVIOUS.reset(token)
 
 
 @functools.lru_cache(maxsize=1)
@@ -112,7 +108,6 @@ def drawn(builder: str, args: tuple, caption: str) -> tuple[str, str]:
     key = figure_key(builder, args, caption)
     previous = PREVIOUS.get().get(key)
     if previous is not None:
-        REUSED.get().append(key)
         return previous, ""
     plot, reason = attempt(builder_named(builder), *args)
     if plot is None:

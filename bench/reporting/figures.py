@@ -328,12 +328,12 @@ def draw_heatmap(ax: Axes, matrix: np.ndarray, names: Sequence[str], *, fmt: str
         annot = n <= ANNOTATE_MAX
     if isinstance(cmap, str) and cmap not in colormaps:
         import seaborn  # noqa: F401  (registers its colour maps: rocket, mako, ...)
-    colours = colormaps[cmap] if isinstance(cmap, str) else cmap
+    colour_map = colormaps[cmap] if isinstance(cmap, str) else cmap
     low = float(values.min()) if vmin is None and values.count() else vmin
     high = float(values.max()) if vmax is None and values.count() else vmax
     if low is not None and high is not None:
         low, high = nonsingular(low, high, expander=0.1)  # one value everywhere: ±10%, as matplotlib widens it
-    mesh = ax.pcolormesh(values, cmap=colours, vmin=low, vmax=high, edgecolors="white",
+    mesh = ax.pcolormesh(values, cmap=colour_map, vmin=low, vmax=high, edgecolors="white",
                          linewidth=0.4 if n <= ANNOTATE_MAX else 0)
     labels = [short(name, name_chars) for name in names]
     ax.set(xlim=(0, values.shape[1]), ylim=(values.shape[0], 0), aspect="equal")

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import numpy as np
 
-from bench.reporting.figures import (ANNOTATE_MAX, class_names, ldm_update_note, read_confusion, read_ldm,
-                                     run_info, short)
+from bench.reporting.figures import (ANNOTATE_MAX, class_names, ldm_update_note, luminance, read_confusion,
+                                     read_ldm, run_info, short)
 from bench.reporting.htmlparts import anchor, esc
 from bench.reporting.plotdata import PERCENT
 
@@ -37,8 +37,7 @@ def colour(value: float, scale: str, low: float, high: float) -> str:
             share = (position - a) / (b - a)
             rgb = [round(l + (r - l) * share) for l, r in zip(left, right)]
             break
-    linear = [c / 255 / 12.92 if c / 255 <= 0.03928 else ((c / 255 + 0.055) / 1.055) ** 2.4 for c in rgb]
-    text = "#262626" if 0.2126 * linear[0] + 0.7152 * linear[1] + 0.0722 * linear[2] > 0.408 else "#ffffff"
+    text = "#262626" if luminance([c / 255 for c in rgb]) > 0.408 else "#ffffff"
     return f"background:#{rgb[0]:02x}{rgb[1]:02x}{rgb[2]:02x};color:{text}"
 
 
@@ -105,17 +104,15 @@ def ldm_html(run_dir: Path, caption: str) -> str:
 
 def confusion_diff_html(run_a: Path, run_b: Path, caption: str) -> str:
     """Confusion counts of B minus A on one symmetric scale around 0, as `plots.confusion_diff_plot` draws it."""
-    from bench.reporting.plots import check_comparable, distinct_labels, outcome_text, signed
+    from bench.reporting.plots import check_comparable, diff_title_lines, signed
 
     a, b = run_info(run_a), run_info(run_b)
     (names_a, counts_a), (names_b, counts_b) = read_confusion(a), read_confusion(b)
     check_comparable(a, b, names_a, names_b)
     diff = counts_b - counts_a
     limit = max(1, int(np.abs(diff).max()))
-    label_a, label_b = distinct_labels([a, b])
-    title = (f"Confusion change on {a.where} · {a.encoder}: B = {label_b} "
-             f"({outcome_text(b, counts_b).replace('test accuracy ', '')}) minus A = {label_a} "
-             f"({outcome_text(a, counts_a).replace('test accuracy ', '')})")
+    where, first, second = diff_title_lines(a, b, counts_a, counts_b)
+    title = f"{where}: {first} {second}"
     table = matrix_table(diff, names_a, "RdBu_r", -limit, limit, "examples (B − A)",
                          [[signed(int(v)) for v in row] for row in diff])
     return figure(f"confusion-diff_{a.key}_vs_{b.key}", [f"<div><strong>{esc(title)}</strong>{table}</div>"],

@@ -2,7 +2,8 @@
 scatters, and (re-exported from `bench.reporting.summaryplot`) a per-method summary over seeds.
 
 Builders are pure functions of run folders (or tidy rows); matplotlib and seaborn are imported by the functions
-that draw, so the page's HTML heatmaps (bench.reporting.htmlheatmap) use the helpers here without them. Each returns a `Plot` (`bench.reporting.figures`):
+that draw, so the page's HTML heatmaps (bench.reporting.htmlheatmap) use the helpers here without them.
+Each returns a `Plot` (`bench.reporting.figures`):
 the figure, the data it drew (a matrix, records or a frame, so tests can check the numbers) and the stem of
 its file names; `figures.save_plot` writes it. The data behind curves and summaries is in
 `bench.reporting.plotdata`.
@@ -185,6 +186,15 @@ def signed(value: int) -> str:
     return f"{value:+d}".replace("-", "\u2212") if value else ""
 
 
+def diff_title_lines(a: RunInfo, b: RunInfo, counts_a: np.ndarray, counts_b: np.ndarray) -> list[str]:
+    """The title of a confusion change B − A: where, then B and A each with its test accuracy (the figure's and
+    the page's table's)."""
+    label_a, label_b = distinct_labels([a, b])
+    shown = [f"{label} ({outcome_text(run, counts).replace('test accuracy ', '')})"
+             for label, run, counts in ((label_b, b, counts_b), (label_a, a, counts_a))]
+    return [f"Confusion change on {a.where} · {a.encoder}", f"B = {shown[0]}", f"minus A = {shown[1]}"]
+
+
 @styled
 def confusion_diff_plot(run_a: Path, run_b: Path) -> Plot:
     """Confusion counts of B minus A, diverging around 0 (`confusion-diff_<A>_vs_<B>`); off-diagonal cells
@@ -199,10 +209,7 @@ def confusion_diff_plot(run_a: Path, run_b: Path) -> Plot:
     annot = np.vectorize(signed)(diff) if len(diff) <= ANNOTATE_MAX else False
     draw_heatmap(ax, diff, names_a, annot=annot, fmt="", cmap="RdBu_r", vmin=-limit, vmax=limit,
                  integer=True, xlabel="predicted", ylabel="gold", cbar_label="examples (B − A)")
-    label_a, label_b = distinct_labels([a, b])
-    shown = [f"{label} ({outcome_text(run, counts).replace('test accuracy ', '')})"
-             for label, run, counts in ((label_b, b, counts_b), (label_a, a, counts_a))]
-    lines = [f"Confusion change on {a.where} · {a.encoder}", f"B = {shown[0]}", f"minus A = {shown[1]}"]
+    lines = diff_title_lines(a, b, counts_a, counts_b)
     ax.set_title("\n".join(textwrap.fill(line, int(figure.get_figwidth() * TITLE_CHARS_PER_INCH)) for line in lines))
     return Plot(f"confusion-diff_{a.key}_vs_{b.key}", figure, diff)
 

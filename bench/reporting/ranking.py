@@ -143,19 +143,20 @@ def friedman_nemenyi(scores: pd.DataFrame, alpha: float = ALPHA) -> tuple[float,
     block ties every method (the statistic is undefined there: nothing tells the methods apart)."""
     k, n = scores.shape[1], len(scores)
     ranks_each = scores.rank(axis=1, ascending=False, method="average")
-    p = friedman_p(ranks_each.to_numpy(dtype=float), scores.to_numpy(dtype=float))
+    p = friedman_p(ranks_each.to_numpy(dtype=float))
     cd = float(studentized_range_quantile(1 - alpha, k) * math.sqrt(k * (k + 1) / (12 * n)))  # autorank's formula
     ranks = ranks_each.mean()
     order = sorted(ranks.index, key=lambda m: (ranks[m], method_key(m)))
     return (1.0 if math.isnan(p) else p), cd, ranks.reindex(order)
 
 
-def friedman_p(ranks: np.ndarray, scores: np.ndarray) -> float:
+def friedman_p(ranks: np.ndarray) -> float:
     """The p of Friedman's chi-square test with the tie correction, as scipy's `friedmanchisquare` computes it
-    (ranks: blocks x methods, average ranks within each block); NaN when every block ties every method."""
+    (ranks: blocks x methods, average ranks within each block, so tied scores share a rank); NaN when every block
+    ties every method."""
     n, k = ranks.shape
     ties = sum(float(np.sum(counts ** 3 - counts)) for counts in
-               (np.unique(row, return_counts=True)[1] for row in scores))
+               (np.unique(row, return_counts=True)[1] for row in ranks))
     correction = 1 - ties / (k * (k * k - 1) * n)
     if correction <= 0:
         return math.nan
