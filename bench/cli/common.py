@@ -278,7 +278,7 @@ def request_fields(args: argparse.Namespace, file_run: dict[str, Any], data_dir:
 def shard_request(args: argparse.Namespace, file_run: dict[str, Any], data_dir: str | None) -> Any:
     """Which evaluators to run with which options, and whether to keep models."""
     fields = request_fields(args, file_run, data_dir)
-    from bench.running.shard import ShardRequest
+    from bench.running.outcome import ShardRequest
 
     return ShardRequest(**fields)
 

@@ -10,7 +10,7 @@ from typing import Any
 
 from bench.cli.common import RESULTS_HELP, add_evaluator_options, comma_list, print_evaluations, \
     quiet_transformers, report_failed_evaluations, seed_list
-from bench.cli.run_options import DEFAULT_METHODS, run_options
+from bench.cli.run_options import DEFAULT_METHODS
 from bench.errors import install_extra
 from bench.running.grid import MAX_SHARDS, budget_line
 from bench.running.options import RunOptions
@@ -161,27 +161,29 @@ def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
 
 def cmd_run(args: argparse.Namespace) -> int:
     """Plan and run shards, then print the results table, one line per evaluator and the next commands (the
-    demo also writes its reports)."""
-    opts = run_options(args)  # checks what it can before it imports torch: a mistake costs a second
+    demo also writes its reports). A sweep found finished and unchanged since it was last checked
+    (bench.running.sweepmemo) is answered from its runs' rows: nothing planned, loaded or imported for training."""
+    from bench.cli.run_options import checked_run_options, with_request
+    from bench.running import sweepmemo
+
+    checked, request = checked_run_options(args)  # checks what it can before it imports torch: a mistake costs a second
+    opts = with_request(checked, request)
+    memo = sweepmemo.digest(opts, request)
+    remembered = sweepmemo.finished_outcomes(opts, memo)
+    if remembered is not None:
+        announce(opts, [method for method, _ in remembered], args.evaluators is None)
+        outcomes = [outcome for _, outcome in remembered]
+        for i, outcome in enumerate(outcomes, 1):
+            for line in shard_lines(i, len(outcomes), outcome):
+                print(line, file=sys.stderr)
+        return conclude(opts, outcomes, [])
     quiet_transformers()
     from bench.cli.progress import SweepProgress
-    from bench.cli.run_summary import (collapsed_warning, near_chance_warning, print_next_steps, print_results,
-                                       write_demo_reports)
-    from bench.encoders.learning_rates import lr_hint
-    from bench.results.store import is_collapsed_flag
     from bench.running.runner import execute_sweep, plan_sweep, stop_report
 
     results_dir = opts.results_dir
     shards = plan_sweep(opts)
-    print(f"clbench: {len(shards)} shard(s) -> {results_dir}", file=sys.stderr)
-    budget = budget_line(opts.grid, sorted({s.spec.method for s in shards}, key=[s.spec.method for s in shards].index),
-                         opts.sample, len(opts.seeds))
-    if budget:
-        print(budget, file=sys.stderr)
-    if opts.grid and args.evaluators is None and opts.request is not None and not opts.request.evaluators:
-        print("clbench: a knob grid runs clean metrics only; `clbench evaluate --selected` then scores each "
-              "method's combination chosen on validation (or give --evaluators all to score every one)",
-              file=sys.stderr)
+    announce(opts, [s.spec.method for s in shards], args.evaluators is None)
     planned_keys = [s.spec.key for s in shards]
     if opts.resume or (opts.executor == "slurm" and not opts.overwrite):
         shards = skip_active(shards, results_dir)  # never queue a shard twice
@@ -190,21 +192,9 @@ def cmd_run(args: argparse.Namespace) -> int:
         return wait_for(planned_keys, results_dir, opts.progress) if opts.wait else code
 
     def report(i: int, n: int, outcome: Any) -> None:
-        accuracy = next((r["value"] for r in outcome.rows if r["metric"] == "accuracy" and r["split"] == "test"),
-                        None)
-        detail = f"test accuracy {100 * accuracy:.2f}%" if accuracy is not None else outcome.message
         eta = progress.shard_ended(outcome.key, trained=outcome.seconds > 1)
-        progress.write(f"[{i}/{n}] {outcome.status:7s} {outcome.key}  {detail}"
-                       + (f"  ({outcome.seconds:.0f}s)" if outcome.status == "done" else "")
-                       + (f"  {eta}" if eta else ""))
-        for note in outcome.repaired:  # damaged files moved aside (bench.results.repair)
-            progress.write(f"repaired: {note}")
-        if outcome.status == "done" and outcome.message:  # a finished run whose result is suspect (collapsed)
-            progress.write(f"warning: {outcome.key} {outcome.message}")
-        elif outcome.status == "skipped" and any(is_collapsed_flag(r.get("collapsed")) for r in outcome.rows):
-            hint = lr_hint(str(outcome.rows[0].get("encoder", ""))).replace("try ", "retrain it with --overwrite and ")
-            progress.write(f"warning: {outcome.key} collapsed when it was trained (the model predicts one class "
-                           f"whatever the input): not a result; {hint}")
+        for line in shard_lines(i, n, outcome, eta):
+            progress.write(line)
         failed_evaluations.extend(print_evaluations(outcome.evaluations, said))
 
     failed_evaluations: list[Any] = []
@@ -218,6 +208,52 @@ def cmd_run(args: argparse.Namespace) -> int:
     if stopped:  # a SIGTERM or SIGINT stopped it at a safe point: one line, exit 143 / 130
         print(stopped[1], file=sys.stderr)
         return stopped[0]
+    code = conclude(opts, outcomes, failed_evaluations)
+    sweepmemo.remember_if_tended(memo, opts, shards, outcomes)
+    return code
+
+
+def announce(opts: RunOptions, methods: list[str], default_evaluators: bool) -> None:
+    """The sweep's first lines (stderr): its shards and results folder, the tuning budget of a knob grid, and
+    what a grid scores when no --evaluators were given (`default_evaluators`)."""
+    print(f"clbench: {len(methods)} shard(s) -> {opts.results_dir}", file=sys.stderr)
+    budget = budget_line(opts.grid, list(dict.fromkeys(methods)), opts.sample, len(opts.seeds))
+    if budget:
+        print(budget, file=sys.stderr)
+    if opts.grid and default_evaluators and opts.request is not None and not opts.request.evaluators:
+        print("clbench: a knob grid runs clean metrics only; `clbench evaluate --selected` then scores each "
+              "method's combination chosen on validation (or give --evaluators all to score every one)",
+              file=sys.stderr)
+
+
+def shard_lines(i: int, n: int, outcome: Any, eta: str = "") -> list[str]:
+    """The lines said when shard `i` of `n` ends: its status, key and test accuracy (or why not), then any damage
+    repaired and a warning for a suspect (collapsed) result."""
+    from bench.encoders.learning_rates import lr_hint
+    from bench.results.store import is_collapsed_flag
+
+    accuracy = next((r["value"] for r in outcome.rows if r["metric"] == "accuracy" and r["split"] == "test"), None)
+    detail = f"test accuracy {100 * accuracy:.2f}%" if accuracy is not None else outcome.message
+    lines = [f"[{i}/{n}] {outcome.status:7s} {outcome.key}  {detail}"
+             + (f"  ({outcome.seconds:.0f}s)" if outcome.status == "done" else "") + (f"  {eta}" if eta else "")]
+    lines += [f"repaired: {note}" for note in outcome.repaired]  # damaged files moved aside (bench.results.repair)
+    if outcome.status == "done" and outcome.message:  # a finished run whose result is suspect (collapsed)
+        lines.append(f"warning: {outcome.key} {outcome.message}")
+    elif outcome.status == "skipped" and any(is_collapsed_flag(r.get("collapsed")) for r in outcome.rows):
+        hint = lr_hint(str(outcome.rows[0].get("encoder", ""))).replace("try ", "retrain it with --overwrite and ")
+        lines.append(f"warning: {outcome.key} collapsed when it was trained (the model predicts one class "
+                     f"whatever the input): not a result; {hint}")
+    return lines
+
+
+def conclude(opts: RunOptions, outcomes: list[Any], failed_evaluations: list[Any]) -> int:
+    """After the shards: the results table, its warnings, the demo's reports, the failed and held shards and the
+    next steps; 1 when a shard or an evaluation failed."""
+    from bench.cli.run_summary import collapsed_warning, near_chance_warning, print_next_steps, print_results, \
+        write_demo_reports
+    from bench.results.store import is_collapsed_flag
+
+    results_dir = opts.results_dir
     rows, evaluation_rows = outcome_rows(outcomes)
     if rows:
         print_results(rows, evaluation_rows, results_dir)
@@ -249,6 +285,7 @@ def outcome_rows(outcomes: list[Any]) -> tuple[list[dict[str, Any]], list[dict[s
     the requested evaluations (run now or stored before); bench.api.run returns the same rows."""
     rows = [row for o in outcomes for row in o.rows]
     evaluation_rows = [row for o in outcomes for e in o.evaluations for row in e.rows]
+    evaluation_rows += [row for o in outcomes for row in o.shown]  # a finished shard's, stored before
     return rows, evaluation_rows
 
 

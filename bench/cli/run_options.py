@@ -73,11 +73,15 @@ def run_options(args: argparse.Namespace, check_encoders: bool = True) -> RunOpt
     """What `clbench run` should do: built-in defaults < config file < command-line flags < --set.
 
     Everything that can be checked without torch is checked first (`checked_run_options`), so that a mistake
-    fails in a second; only then is the shard request built, which imports torch and transformers.
+    fails in a second; only then is the shard request built.
     `check_encoders=False` leaves out the check that each encoder can be loaded (`bench.perf estimate` counts
     with a stand-in of the same shape)."""
-    opts, request = checked_run_options(args, check_encoders)
-    from bench.running.shard import ShardRequest  # torch, transformers and sklearn from here on
+    return with_request(*checked_run_options(args, check_encoders))
+
+
+def with_request(opts: RunOptions, request: dict[str, Any]) -> RunOptions:
+    """`opts` holding the shard request built from `request`'s fields (checked_run_options' second value)."""
+    from bench.running.outcome import ShardRequest
 
     return dataclasses.replace(opts, request=ShardRequest(**request))
 

@@ -128,7 +128,7 @@ def sweep_child(folder: Path, results: Path, workers: int, batch_size: int, max_
     """Plan a sweep of `workers` shards over the dataset and run them in as many spawned workers (each stops at
     its first training step: `install_probe`)."""
     from bench.running.runner import execute, plan
-    from bench.running.shard import ShardRequest
+    from bench.running.outcome import ShardRequest
 
     started = time.perf_counter()
     request = ShardRequest(evaluators=(), save_model=False)

@@ -8,7 +8,9 @@
   with replacement `n_resamples` times (default 10,000) from a fixed RNG seed, in scipy `bootstrap`'s order
   and batches; the 95% interval is its linear percentile interval. The p-value is the two-sided bootstrap
   proportion p = min(1, 2 * min(share of resampled differences <= 0, share >= 0)), the p-value whose inversion gives
-  the percentile interval (0 outside the 95% interval <=> p < 0.05, up to ties).
+  the percentile interval (0 outside the 95% interval <=> p < 0.05, up to ties). The -1 / 0 / 1 differences of
+  two runs are summed as integers, so a resample whose wins and losses cancel is exactly 0, a tie counted on
+  both sides (float means put about one such resample in six a rounding error above or below 0).
 * Benjamini-Hochberg (as statsmodels' `multipletests(method="fdr_bh")`) across all comparisons of one table.
 
 The three are written out with numpy and scipy.special: scipy.stats and statsmodels cost a report 0.9 s of
@@ -17,6 +19,7 @@ imports; tests/test_stats_reference.py holds them equal to those libraries.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -35,6 +38,7 @@ N_RESAMPLES = 10_000
 BOOTSTRAP_SEED = 0
 CONFIDENCE = 0.95
 BATCH = 500              # resamples evaluated at once (bounds memory on large test sets)
+KEPT_COUNTS = 20_000_000  # resample x item counts kept between comparisons (float32: 80 MB at most)
 
 
 def load_predictions(run_dir: Path | str) -> pd.DataFrame:
@@ -106,6 +110,49 @@ class BootstrapResult:
     n_resamples: int
 
 
+def resample_indices(n_items: int, n_resamples: int, seed: int) -> Iterable[np.ndarray]:
+    """The bootstrap's item indices, batch by batch (`BATCH` resamples x `n_items`), as scipy `bootstrap` draws
+    them from `default_rng(seed)`. Drawn as int32: the same numbers as numpy's default int64 (items below 2**32
+    are drawn 32 bits at a time either way; tests/test_stats_reference.py checks it), in half the memory."""
+    rng = np.random.default_rng(seed)
+    for start in range(0, n_resamples, BATCH):
+        yield rng.integers(0, n_items, (min(BATCH, n_resamples - start), n_items), dtype=np.int32)
+
+
+@functools.lru_cache(maxsize=2)
+def resample_counts(n_items: int, n_resamples: int, seed: int) -> np.ndarray:
+    """How often each resample (row) draws each item (column), from resample_indices: float32, read-only, drawn
+    once per (items, resamples, seed), so that a page's comparisons on one test set share one draw and each
+    costs one matrix-vector product."""
+    counts = np.empty((n_resamples, n_items), dtype=np.float32)
+    done = 0
+    for batch in resample_indices(n_items, n_resamples, seed):
+        for drawn in batch:
+            counts[done] = np.bincount(drawn, minlength=n_items)
+            done += 1
+    counts.flags.writeable = False
+    return counts
+
+
+def resampled_means(matrix: np.ndarray, n_resamples: int, seed: int) -> np.ndarray:
+    """The mean over items (and rows) of each bootstrap resample of `matrix`'s columns. Whole-number differences
+    (the -1 / 0 / 1 of two runs' outcomes) are summed as integers and divided once: exact, so a resample whose
+    wins and losses cancel is 0, not a rounding error beside it (float32 sums of integers below 2**24 are exact);
+    other values are averaged as floats."""
+    rows, n_items = matrix.shape
+    totals = np.rint(matrix.sum(axis=0))
+    if np.array_equal(matrix, np.rint(matrix)) and np.abs(totals).sum() < 2 ** 24:
+        if n_items * n_resamples <= KEPT_COUNTS:
+            sums = resample_counts(n_items, n_resamples, seed) @ totals.astype(np.float32)
+        else:
+            whole = totals.astype(np.int32)
+            sums = np.concatenate([whole[batch].sum(axis=-1, dtype=np.int64)
+                                   for batch in resample_indices(n_items, n_resamples, seed)])
+        return sums.astype(np.float64) / (rows * n_items)
+    per_item = matrix.mean(axis=0)
+    return np.concatenate([per_item[batch].mean(axis=-1) for batch in resample_indices(n_items, n_resamples, seed)])
+
+
 def paired_bootstrap(differences: np.ndarray, n_resamples: int = N_RESAMPLES, seed: int = BOOTSTRAP_SEED,
                      confidence: float = CONFIDENCE) -> BootstrapResult:
     """Bootstrap over items of the mean of `differences` (shape seeds x items, or items): each resample
@@ -118,9 +165,7 @@ def paired_bootstrap(differences: np.ndarray, n_resamples: int = N_RESAMPLES, se
                                float("nan"), n_items, 0)
     if n_resamples < 1:
         raise BenchError("the bootstrap needs at least 1 resample (--bootstrap N)")
-    rng = np.random.default_rng(seed)
-    resampled = np.concatenate([per_item[rng.integers(0, n_items, (min(BATCH, n_resamples - start), n_items))]
-                                .mean(axis=-1) for start in range(0, n_resamples, BATCH)])
+    resampled = resampled_means(matrix, n_resamples, seed)
     alpha = (1 - confidence) / 2
     low, high = np.quantile(resampled, [alpha, 1 - alpha])
     pvalue = min(1.0, 2 * min(float(np.mean(resampled <= 0)), float(np.mean(resampled >= 0))))

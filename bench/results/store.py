@@ -195,6 +195,29 @@ def table_is_stale(results_dir: Path, run_dir: Path) -> bool:
     return max((p.stat().st_mtime for p in written if p.exists()), default=0.0) > gathered - STALE_SECONDS
 
 
+def evaluation_rows(run_dir: Path, names: list[str]) -> list[dict[str, Any]]:
+    """The rows of the run's stored evaluations `names` (evals/<evaluator>-<hash>.json), in that order."""
+    return [row for name in names for row in runfiles.read_json(run_dir, name)["rows"]]
+
+
+def table_holds(results_dir: Path, run_dirs: list[Path]) -> bool:
+    """Whether the gathered table holds exactly as many rows of each run as the run folder holds now: the check
+    `table_is_stale` leaves to time (its margin keeps a table gathered moments after a run's last write stale)."""
+    import pyarrow.parquet as pq
+
+    try:
+        keys = pq.read_table(results_dir / TABLE, columns=["run_key"]).column("run_key").to_pylist()
+    except Exception:  # missing, unreadable, no run_key column: not known to hold anything
+        return False
+    counts: dict[str, int] = {}
+    for key in keys:
+        counts[key] = counts.get(key, 0) + 1
+    try:
+        return all(counts.get(run_dir.name, 0) == len(run_rows(run_dir)) for run_dir in run_dirs)
+    except (OSError, ValueError, KeyError, TypeError, manifest.Damaged):  # a run unreadable now: not known
+        return False
+
+
 def find_runs(results_dir: Path, patterns: list[str]) -> list[Path]:
     """Run folders matching run keys, glob patterns (`ce_mr_*`) or folder paths; unknown ones are an error."""
     found: list[Path] = []

@@ -36,7 +36,7 @@ except ImportError:  # pragma: no cover - exercised only where submitit is absen
 
 if TYPE_CHECKING:
     from bench.running.runner import Shard
-    from bench.running.shard import ShardOutcome, ShardRequest
+    from bench.running.outcome import ShardOutcome, ShardRequest
 
 log = logging.getLogger(__name__)
 
@@ -88,7 +88,7 @@ class ShardJob(Checkpointable):
     def __call__(self, tasks: list[ShardTask]) -> list["ShardOutcome"]:
         """Run the shards of one array task; returns their outcomes (failures recorded, never raised)."""
         from bench.running.runner import Shard, execute
-        from bench.running.shard import ShardRequest
+        from bench.running.outcome import ShardRequest
 
         logging.basicConfig(level=logging.WARNING, format="%(levelname)s: %(message)s")
         os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")

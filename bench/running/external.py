@@ -21,7 +21,7 @@ from bench.running.evaluation import (EvalOutcome, build_evaluators, evaluate_ru
 from bench.running.outside import (OutsideClassifier, fingerprint, label_columns, load_outside, max_length_of,
                                    model_labels)
 from bench.running.provenance import provenance
-from bench.running.shard import ShardRequest
+from bench.running.outcome import ShardRequest
 from bench.spec import RunSpec, TrainConfig
 
 EXTERNAL = "external"  # the method name of rows scored from an outside model

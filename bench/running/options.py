@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from bench.running.shard import ShardRequest
+    from bench.running.outcome import ShardRequest
     from bench.running.slurm_options import SlurmOptions
 
 

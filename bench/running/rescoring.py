@@ -13,7 +13,7 @@ from bench.evaluators.base import Evaluator
 from bench.results import lease, runfiles, store
 from bench.running.evaluation import (EvalOutcome, data_for_run, evaluate_run, load_run_classifier,
                                      options_for_data)
-from bench.running.shard import ShardRequest
+from bench.running.outcome import ShardRequest
 from bench.spec import RunSpec
 
 

@@ -7,7 +7,6 @@ import json
 import logging
 import time
 import traceback
-from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -26,11 +25,11 @@ from bench.encoders.learning_rates import lr_hint
 from bench.encoders.models import build_encoder
 from bench.errors import BenchError
 from bench.running.evaluation import EvalOutcome, build_evaluators, evaluate_run, spec_columns
-from bench.running.tending import evaluate_finished, needs_tending, split_for_collapse, tidy
-from bench.evaluators.base import EvalOptions
+from bench.running.tending import evaluate_finished, needs_tending, shown_evaluations, split_for_collapse, tidy
 from bench.evaluators.model import ModelClassifier
 from bench.evaluators.metrics import classification_records, collapse_note, softmax
 from bench.running.export import save_hf_in_run
+from bench.running.outcome import ShardOutcome, ShardRequest  # noqa: F401  (also imported from here)
 from bench.running.provenance import provenance
 from bench.registry import METHODS
 from bench.spec import RunSpec
@@ -46,44 +45,9 @@ CHECKPOINT = store.CHECKPOINT
 CACHE = ".cache"  # under the results folder: augmented views shared by runs on the same data and seed
 
 
-@dataclass
-class ShardOutcome:
-    """How a shard ended: `done`, `skipped` (already finished), `held` (another live runner holds its lease and
-    trains it; not a failure), `failed` (with the reason), `stopped` (by a SIGTERM or SIGINT: its last checkpoint
-    kept, its lease released; the message says how far it got) or `cancelled` (a stop came before it started)."""
-
-    key: str
-    status: str
-    message: str = ""
-    seconds: float = 0.0
-    rows: list[dict[str, Any]] = field(default_factory=list)
-    evaluations: list[Any] = field(default_factory=list)  # EvalOutcome per requested evaluator
-    unwritable: bool = False  # failed as the results folder took no write (full, read-only): so would the next
-    repaired: list[str] = field(default_factory=list)  # damaged files found and moved aside (bench.results.repair)
-
-
 def ids_digest(ids: list[str]) -> str:
     """A short hash of a list of example ids (records which examples formed a split)."""
     return hashlib.sha256(json.dumps(ids).encode()).hexdigest()[:12]
-
-
-@dataclass(frozen=True)
-class ShardRequest:
-    """What to do with a shard besides training: which evaluators, their options, whether to keep the model."""
-
-    evaluators: tuple[str, ...] = ()
-    options: EvalOptions = field(default_factory=EvalOptions)
-    save_model: bool = True
-    explicit: bool = True  # evaluators named by the user (False: the default, every evaluator that fits)
-    asked: bool = True  # --evaluators given at all (`all` included): collapsed runs are scored too
-    compile: bool = False  # torch.compile the encoder (speed only: not part of the run key)
-    cuda_graphs: str = "auto"  # whole-step CUDA graphs: auto | on | off (bench.training.graphs; not in the key)
-    length_bucket: int | None = None  # batch widths rounded up to a multiple of this; None: `auto_bucket`
-    deterministic: bool = False  # strict deterministic kernels on any device (`deterministic_kernels`; not in the key)
-    save_format: tuple[str, ...] = ("pt",)  # model.pt and/or hf/ (bench.running.export; not in the key)
-    report_to: tuple[str, ...] = ()  # experiment trackers (bench.training.tracking; they only watch: not in the key)
-    checkpoint_every_s: float | None = None  # resume checkpoints: at most one per this many seconds of training (0:
-    # after every epoch); None: `default_checkpoint_every_s()` when the shard runs; not in the key
 
 
 def run_shard(spec: RunSpec, data: TextData, results_dir: Path, device: str = "auto",
@@ -131,7 +95,8 @@ def claim_and_run(spec: RunSpec, data: TextData, results_dir: Path, device: str,
     run_dir = results_dir / spec.key
     healthy = not overwrite and store.is_finished(run_dir) and not runfiles.problems(run_dir)
     if healthy and not needs_tending(run_dir, request, device):
-        outcome = ShardOutcome(spec.key, "skipped", "already finished", rows=runfiles.read_json(run_dir, store.ROWS))
+        outcome = ShardOutcome(spec.key, "skipped", "already finished", rows=runfiles.read_json(run_dir, store.ROWS),
+                               shown=store.evaluation_rows(run_dir, shown_evaluations(run_dir, request)))
         if gather and store.table_is_stale(results_dir, run_dir):
             gather_table(results_dir, outcome)
         return outcome

@@ -11,13 +11,14 @@ from bench.data.loading import TextData
 from bench.errors import BenchError
 from bench.evaluators.model import ModelClassifier
 from bench.results import lease, manifest, repair, runfiles, store
-from bench.running.evaluation import (EvalOutcome, build_evaluators, evaluate_run, is_done, load_run_classifier,
+from bench.running.evaluation import (EvalOutcome, build_evaluators, evaluate_run, evaluation_name, evaluation_path,
+                                      is_done, load_run_classifier, options_for_run,
                                       requested_device_type)
 from bench.spec import RunSpec
 from bench.training.setup import resolve_device
 
 if TYPE_CHECKING:
-    from bench.running.shard import ShardRequest
+    from bench.running.outcome import ShardRequest
 
 CHECKPOINT = store.CHECKPOINT
 COLLAPSED_SKIP = ("not run on a collapsed run (one class predicted whatever the input: not a result); give "
@@ -38,6 +39,17 @@ def needs_tending(run_dir: Path, request: ShardRequest, device: str = "auto") ->
                                        build_evaluators(list(request.evaluators)))
     return any(not is_done(run_dir, e, request.options, explicit=request.explicit, device_type=device_type)
                for e in evaluators)
+
+
+def shown_evaluations(run_dir: Path, request: ShardRequest) -> list[str]:
+    """The stored evaluations (names under the run folder: evals/<evaluator>-<hash>.json) of the evaluators
+    `request` asks for, with its options as they apply to the run, in request order: what a re-run of a finished
+    shard shows of it (their rows: store.evaluation_rows)."""
+    evaluators, _ = split_for_collapse(run_dir.name, runfiles.read_json(run_dir, store.ROWS), request,
+                                       build_evaluators(list(request.evaluators)))
+    options = options_for_run(request.options, run_dir)
+    paths = [evaluation_path(run_dir, evaluator, options) for evaluator in evaluators]
+    return [evaluation_name(path) for path in paths if path.is_file()]
 
 
 def unscored_collapse(rows: list[dict[str, Any]], request: ShardRequest) -> bool:
