@@ -41,7 +41,7 @@ def counting(monkeypatch) -> list[str]:
 def test_a_rebuilt_page_draws_nothing_and_is_the_same(tmp_path, monkeypatch):
     results, reports = fill(tmp_path / "results"), tmp_path / "reports"
     first = build(results, reports)
-    assert len(re.findall(r'<figure data-key="[0-9a-f]{64}"', first)) >= 2  # the summary and the curves
+    assert len(re.findall(r'<figure data-key="[0-9a-f]{64}"', first)) >= 1  # the summary (the curves are SVG)
     drawn = counting(monkeypatch)
     second = build(results, reports)
     assert drawn == [] and without_time(second) == without_time(first)
@@ -53,13 +53,18 @@ def test_a_changed_run_redraws_its_figures_only(tmp_path, monkeypatch):
     confusion = store.read_json(results / CE1 / store.CONFUSION)
     confusion["test"] = [[9, 1], [1, 9]]
     store.write_json(results / CE1 / store.CONFUSION, confusion)
+    log = store.read_json(results / CE1 / store.TRAIN_LOG)
+    store.write_json(results / CE1 / store.TRAIN_LOG, {**log, "history": [{**e, "val_accuracy": 0.123}
+                                                                          for e in log["history"]]})
     drawn = counting(monkeypatch)
     second = build(results, reports)
-    # the PNG figures that read ce seed 1's folder (keyed by the whole folder): its curves; the summary is reused;
-    # the confusion tables (HTML, never cached) show the new counts
-    assert drawn == ["plots:curves_plot"], drawn
+    # no PNG figure reads ce seed 1's folder (the summary reads the rows: reused); the confusion tables and the
+    # training curves (HTML and SVG, never cached) show the new counts and accuracies
+    assert drawn == [], drawn
     changed = re.search(rf'<figure [^>]*id="fig-confusion_{CE1}">.*?</figure>', second, re.S).group(0)
     assert changed not in first and ">9</td>" in changed
+    curves = re.search(r'<figure id="fig-curves_.*?</figure>', second, re.S).group(0)
+    assert "epoch 1: 12.3</title>" in curves and curves not in first
 
 
 def test_the_key_follows_the_run_the_caption_and_the_code(tmp_path, monkeypatch):

@@ -133,8 +133,10 @@ def check_elements(found: Elements) -> None:
     assert [i for i in found.ids("table") if i] == list(TABLES)  # heatmap tables have no id
     figures = set(found.ids("figure"))
     assert expected_figures() <= figures and any(f.startswith("fig-curves_") for f in figures)
-    images = [attrs for name, attrs in found.tags if name == "img"]  # the summary and the curves: PNG
-    assert len(figures) == 6 and len(images) == 2 and all(a["src"].startswith("data:image/png;base64,") for a in images)
+    images = [attrs for name, attrs in found.tags if name == "img"]  # the summary: PNG; the curves: SVG
+    assert len(figures) == 6 and len(images) == 1 and all(a["src"].startswith("data:image/png;base64,") for a in images)
+    charts = [attrs for name, attrs in found.tags if name == "svg" and attrs.get("role") == "img"]
+    assert {c["aria-label"] for c in charts} >= {"validation accuracy (%)", "training loss (total)"}
     heatmaps = [attrs for name, attrs in found.tags if name == "table" and attrs.get("class") == "heatmap"]
     assert len(heatmaps) == 6  # two confusion tables per run (counts, %), the LDM, the confusion change
     captions = " | ".join(found.captions)

@@ -348,3 +348,9 @@ def test_confusion_titles_name_the_run_its_accuracy_and_a_collapse(results, tmp_
     plot(results, tmp_path / "reports", "confusion", bad.name, "--normalise")   # `clbench plot confusion RUN`
     assert drawn[0].figure.get_suptitle() == ("Test confusion: supcon s1 · toy[n=100] · tiny\n"
                                               "test accuracy 33.33% · collapsed: one class predicted")
+
+
+def test_the_tab10_colours_are_matplotlibs():
+    from matplotlib import colormaps
+
+    assert figures.colours(10) == [tuple(float(c) for c in rgb[:3]) for rgb in colormaps["tab10"].colors]

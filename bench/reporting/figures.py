@@ -147,13 +147,15 @@ def facet_grid(facets: int, methods: Sequence[str], extra_height: float) -> tupl
     return figure, axes, palette
 
 
+TAB10 = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22",
+         "#17becf")  # matplotlib's tab10, without importing it (tests/test_plots.py holds them equal)
+
+
 def colours(n: int) -> list[tuple[float, float, float]]:
-    """n distinguishable colours: matplotlib's tab10 up to 10 (seaborn's "tab10" palette is these), else
+    """n distinguishable colours (RGB in 0-1): matplotlib's tab10 up to 10 (seaborn's "tab10" palette is these), else
     seaborn's husl (imported only then: seaborn costs 1 s of imports)."""
     if n <= 10:
-        from matplotlib import colormaps
-
-        return [tuple(float(c) for c in rgb[:3]) for rgb in colormaps["tab10"].colors[:n]]
+        return [tuple(int(code[i:i + 2], 16) / 255 for i in (1, 3, 5)) for code in TAB10[:n]]
     import seaborn as sns
 
     return sns.color_palette("husl", n)

@@ -97,14 +97,17 @@ def ldm_caption(run_dir: Path, title: str) -> str:
 
 
 def curves_figures(source: Path, runs: list[ChosenRun]) -> str:
-    """Validation accuracy and loss parts per epoch of each method's first-seed run, per dataset x encoder."""
+    """Validation accuracy and loss parts per epoch of each method's first-seed run, per dataset x encoder (SVG
+    charts: bench.reporting.htmlcurves)."""
+    from bench.reporting.htmlcurves import curves_html
+
     groups: dict[tuple[str, str], list[ChosenRun]] = {}
     for run in runs:
         groups.setdefault((run.dataset, run.encoder), []).append(run)
     parts, reasons = [], []
     for (dataset, encoder), chosen in groups.items():
-        figure, reason = drawn("plots:curves_plot", ([source / run.key for run in chosen],),
-                               f"Training curves on {dataset} ({encoder}): each method's first seed")
+        figure, reason = attempt(curves_html, [source / run.key for run in chosen],
+                                 f"Training curves on {dataset} ({encoder}): each method's first seed")
         if not figure:
             reasons.append(f"{dataset} · {encoder}: {reason}")
         else:

@@ -15,6 +15,7 @@ import hashlib
 import math
 import textwrap
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -256,49 +257,71 @@ def curves_stem(keys: Sequence[str]) -> str:
     return f"curves_{digest}"
 
 
+@dataclass(frozen=True)
+class CurvesContent:
+    """What the training-curves figure shows, whoever draws it (`curves_plot`: matplotlib; bench.reporting.htmlcurves:
+    the page's SVG): the long frame, the panels (metrics) and their titles, each label's line style and legend
+    text, and the note on weighted loss parts (None when no panel is weighted)."""
+
+    runs: list[RunInfo]
+    frame: Any
+    metrics: list[str]
+    titles: list[str]
+    styles: dict[str, dict[str, Any]]  # legend label -> {"color": rgb, "linestyle": "-" | "--" | ":" | "-."}
+    legend: list[str]                  # in `styles` order
+    note: str | None
+
+
+def curves_content(run_dirs: Sequence[Path]) -> CurvesContent:
+    """The content of the training curves of `run_dirs` (see curves_plot)."""
+    runs = [run_info(d) for d in run_dirs]
+    frame = curve_records(runs)
+    metrics = curve_metrics(frame)
+    labels = distinct_labels(runs)
+    styles = dict(zip(labels, line_styles(runs)))
+    weights = {label: part_weights(run) for label, run in zip(labels, runs)}
+    titles = []
+    for metric in metrics:
+        part = loss_part(metric)
+        drawn = set(frame.loc[frame["metric"] == metric, "label"])
+        titles.append(metric_title(metric, bool(part) and not all(is_plain(weights[label], part) for label in drawn)))
+    parts = {label: [loss_part(m) for m in dict.fromkeys(frame.loc[frame["label"] == label, "metric"]) if loss_part(m)]
+             for label in labels}
+    legend = [label + (f" ({shown})" if (shown := weights_text(weights[label], parts[label])) else "")
+              for label in styles]
+    weighted = any(title.endswith(f"({WEIGHTED})") for title in titles)
+    return CurvesContent(runs, frame, metrics, titles, styles, legend, WEIGHTED_NOTE if weighted else None)
+
+
 @styled
 def curves_plot(run_dirs: Sequence[Path]) -> Plot:
     """Validation accuracy (in %) and each loss part per epoch, one line per run (`curves_<hash>`). Loss parts
     are drawn as logged, weighted by the method's λ (`bench.reporting.lossweights`): a panel some run weighs is
     titled "weighted by λ" and the legend gives each run's weights. Data: the long frame (values as stored:
     accuracy as a fraction)."""
-    runs = [run_info(d) for d in run_dirs]
-    frame = curve_records(runs)
-    metrics = curve_metrics(frame)
+    from matplotlib.lines import Line2D
+    from matplotlib.ticker import MaxNLocator
+
+    content = curves_content(run_dirs)
+    frame, metrics = content.frame, content.metrics
     columns = min(3, len(metrics))
     rows = math.ceil(len(metrics) / columns)
-    figure = new_figure(PAGE_WIDTH if columns > 1 else COLUMN_WIDTH, 1.9 * rows + 0.8 + 0.15 * len(runs) / 3)
+    figure = new_figure(PAGE_WIDTH if columns > 1 else COLUMN_WIDTH, 1.9 * rows + 0.8 + 0.15 * len(content.runs) / 3)
     axes = np.atleast_1d(figure.subplots(rows, columns, squeeze=False)).ravel()
-    labels = distinct_labels(runs)
-    styles = dict(zip(labels, line_styles(runs)))
-    weights = {label: part_weights(run) for label, run in zip(labels, runs)}
-    any_weighted = False
-    for ax, metric in zip(axes, metrics):
-        drawn = frame[frame["metric"] == metric]
-        for label, group in drawn.groupby("label", sort=False):
+    for ax, metric, title in zip(axes, metrics, content.titles):
+        for label, group in frame[frame["metric"] == metric].groupby("label", sort=False):
             group = group.sort_values("epoch")
             scale = PERCENT if metric == "val_accuracy" else 1.0
-            ax.plot(group["epoch"], scale * group["value"], marker="o", markersize=3, **styles[label])
-        part = loss_part(metric)
-        weighted = bool(part) and not all(is_plain(weights[label], part) for label in set(drawn["label"]))
-        any_weighted |= weighted
-        ax.set_title(metric_title(metric, weighted))
+            ax.plot(group["epoch"], scale * group["value"], marker="o", markersize=3, **content.styles[label])
+        ax.set_title(title)
         ax.set_xlabel("epoch")
-        from matplotlib.ticker import MaxNLocator
-
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     for ax in axes[len(metrics):]:
         ax.set_axis_off()
-    from matplotlib.lines import Line2D
-
-    handles = [Line2D([], [], marker="o", markersize=3, **style) for style in styles.values()]
-    parts = {label: [loss_part(m) for m in dict.fromkeys(frame.loc[frame["label"] == label, "metric"]) if loss_part(m)]
-             for label in labels}
-    texts = [label + (f" ({shown})" if (shown := weights_text(weights[label], parts[label])) else "")
-             for label in styles]
-    title = textwrap.fill(WEIGHTED_NOTE, NOTE_CHARS * (2 if columns > 1 else 1)) if any_weighted else None
-    figure.legend(handles, texts, loc="outside lower center", ncol=min(4, len(styles)), title=title)
-    return Plot(curves_stem([r.key for r in runs]), figure, frame)
+    handles = [Line2D([], [], marker="o", markersize=3, **style) for style in content.styles.values()]
+    title = textwrap.fill(content.note, NOTE_CHARS * (2 if columns > 1 else 1)) if content.note else None
+    figure.legend(handles, content.legend, loc="outside lower center", ncol=min(4, len(content.styles)), title=title)
+    return Plot(curves_stem([r.key for r in content.runs]), figure, frame)
 
 
 # ----------------------------------------------------------------------------------------------- embeddings
