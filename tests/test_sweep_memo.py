@@ -186,3 +186,8 @@ def test_the_table_holds_a_run_when_it_has_as_many_of_its_rows_as_the_folder(tmp
     assert not store.table_holds(results, runs[:1])
     (results / store.TABLE).write_bytes(b"not parquet")
     assert not store.table_holds(results, runs[:1])
+
+
+def test_installed_plugins_are_never_answered_from_a_memo(tmp_path, monkeypatch):
+    monkeypatch.setattr(sweepmemo, "plugins", lambda kind: ["toy = toyplug.method"] if kind == "method" else [])
+    assert sweepmemo.digest(options(tmp_path), {}) is None

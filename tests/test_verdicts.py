@@ -192,3 +192,37 @@ def test_runs_needed_grows_with_the_run_variance_even_far_in_the_tail():
     level = task_level([-0.384, -0.604])  # issue 30: clld-adaptive vs ce at 40% flipped labels, 2 runs
     found = verdicts.runs_needed(level)
     assert found.low <= found.runs <= found.high
+
+
+def every_count(delta, run_var, item_var, settings=VerdictSettings(), power=verdicts.POWER):
+    """settle_runs by trying every count from 2 to MAX_RUNS (the reference for its bisection)."""
+    from scipy import special
+
+    n = np.arange(2, verdicts.MAX_RUNS + 1, dtype=float)
+    df, se = n - 1, np.sqrt(run_var / n + item_var)
+    critical = special.stdtrit(df, 1 - settings.alpha / 2)
+    reached = np.zeros(n.size, dtype=bool)
+    if delta > 0:
+        shift = delta / se
+        far = np.nan_to_num(special.nctdtr(df, shift, -critical), nan=0.0)
+        reached |= (np.nan_to_num(1 - special.nctdtr(df, shift, critical), nan=1.0) + far) >= power
+    margin = settings.rope - delta
+    if margin > 0:
+        reached |= (critical + special.stdtrit(df, power)) * se <= margin
+    if reached.any():
+        return max(verdicts.MIN_RUNS, int(n[np.flatnonzero(reached)[0]]))
+    return "beyond"
+
+
+@pytest.mark.parametrize("case", range(60))
+def test_runs_needed_by_bisection_equals_trying_every_count(case):
+    rng = np.random.default_rng(case)
+    delta = float(rng.choice([0.0, 0.001, 0.2, 0.45, 0.6, 1.5, 4.0, 12.0])) * float(rng.uniform(0.5, 1.5))
+    run_var = float(10 ** rng.uniform(-4, 2.5))
+    item_var = float(rng.choice([0.0, 10 ** rng.uniform(-5, 0)]))
+    found = verdicts.settle_runs(delta, run_var, item_var)
+    expected = every_count(delta, run_var, item_var)
+    if expected == "beyond":
+        assert found is None or found == verdicts.MAX_RUNS + 1
+    else:
+        assert found == expected, (delta, run_var, item_var)

@@ -188,7 +188,7 @@ def seed_list(text: str) -> list[int]:
 
 def add_evaluator_options(parser: argparse.ArgumentParser) -> None:
     """`--evaluators` and every evaluator option (defaults from EvalOptions)."""
-    from bench.evaluators.base import EvalOptions
+    from bench.evaloptions import EvalOptions  # not bench.evaluators: it imports every evaluator
 
     parser.add_argument("--evaluators", type=comma_list, default=None,
                         help="comma-separated evaluators (default: all that fit the dataset, except in a knob grid of "

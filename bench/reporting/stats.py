@@ -51,14 +51,14 @@ def load_predictions(run_dir: Path | str) -> pd.DataFrame:
         records = runfiles.read_jsonl_gz(Path(run_dir), PREDICTIONS)
     except BenchError as exc:  # damaged (bench.results.manifest): `clbench run` retrains it
         raise BenchError(f"{exc}; `clbench run` retrains the run (or re-run it with --overwrite)") from exc
-    frame = pd.DataFrame(records).reindex(columns=["id", "gold", "predicted"])
-    if frame.isna().any().any():
+    columns = {name: [record.get(name) for record in records] for name in ("id", "gold", "predicted")}
+    if any(value is None or value != value for values in columns.values() for value in values):  # missing or NaN
         raise BenchError(f"{path} has records without id, gold or predicted; re-run the run with --overwrite")
-    frame["id"] = frame["id"].astype(str)
-    if frame["id"].duplicated().any():
+    ids = [str(value) for value in columns["id"]]
+    if len(set(ids)) < len(ids):
         raise BenchError(f"{path} repeats example ids, so items cannot be paired; re-run the run with --overwrite")
-    frame["correct"] = frame["gold"] == frame["predicted"]
-    return frame
+    correct = [g == p for g, p in zip(columns["gold"], columns["predicted"])]
+    return pd.DataFrame({"id": ids, "gold": columns["gold"], "predicted": columns["predicted"], "correct": correct})
 
 
 def load_run_predictions(results_dir: Path | str, run_keys: Iterable[str]) -> dict[str, pd.DataFrame]:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from bench.evaluators.base import EvalOptions
+from bench.evaloptions import EvalOptions
 
 
 @dataclass

@@ -2,11 +2,12 @@
 
 `digest` names everything a `clbench run`'s plan and its finished-shard check read besides the files the memo
 stats: the command's planning options and shard request, the code (every file of the installed package and the
-dataset cards, by content), the installed plugins and what the registries hold at run time, the entries of the
-data folders, the working folder, the machine (host name, whether it has an NVIDIA device, the environment
-variables that choose folders and GPUs) and the Python version. A command the memo cannot answer for certain is
-never answered from it: an --overwrite, a --resume (it asks SLURM what runs), the SLURM executor, a dataset from
-the Hub (its files live in a cache the memo does not watch). Imports no torch."""
+dataset cards, by content), what the registries hold at run time, the entries of the data folders, the working
+folder, the machine (host name, whether it has an NVIDIA device, the environment variables that choose folders
+and GPUs) and the Python version. A command the memo cannot answer for certain is never answered from it: an
+--overwrite, a --resume (it asks SLURM what runs), the SLURM executor, installed plugins (their code lives
+outside the package), a dataset from the Hub (its files live in a cache the memo does not watch). Imports no
+torch."""
 
 from __future__ import annotations
 
@@ -96,12 +97,11 @@ def data_dir_entries(data_dir: str | None) -> dict[str, list[str]]:
 
 def digest(opts: RunOptions, request: dict[str, Any]) -> str | None:
     """The memo's name for this command (see the module docstring); None when it is not to be remembered."""
-    if opts.overwrite or opts.resume or opts.executor != "local":
+    if opts.overwrite or opts.resume or opts.executor != "local" or any(plugins(kind) for kind in PLUGIN_GROUPS):
         return None
     planning = {name: canonical(getattr(opts, name)) for name in PLANNING}
     planning["results_dir"] = str(opts.results_dir.resolve())
     state = {"planning": planning, "request": canonical(request), "code": code_digest(), "machine": machine(),
-             "plugins": {kind: [f"{ep.name}={ep.value}" for ep in plugins(kind)] for kind in sorted(PLUGIN_GROUPS)},
              "data_dirs": data_dir_entries(opts.data_dir), "registered": registered()}
     return hashlib.sha256(json.dumps(state, sort_keys=True).encode()).hexdigest()[:32]
 
