@@ -390,7 +390,7 @@ def test_cli_writes_the_page_to_an_idempotent_path(cli, folder, tmp_path, monkey
     first = (reports / "report.html").read_text(encoding="utf-8")
     code, out, _ = cli(*argv)
     assert code == 0 and out == f"{reports / 'report.html'}\n"
-    assert [p.name for p in reports.iterdir()] == ["report.html"]           # replaced in place, no temp files
+    assert sorted(p.name for p in reports.iterdir()) == [".pages.json", "report.html"]  # in place, no temp files
     assert Elements(first).ids("table") == Elements((reports / "report.html").read_text()).ids("table")
     code, out, _ = cli(*argv, "--filter", "method=ce,clld", "--filter", "seed=1")
     assert code == 0 and out == f"{reports / 'report-method-ce+clld_seed-1.html'}\n"

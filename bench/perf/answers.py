@@ -1,17 +1,23 @@
 """`answers`: what the commands that train nothing cost, in CPU seconds of a fresh process (the median of `--rounds`
 runs), against issue 53's targets: the compare table of the issue41 archive, the HTML page of the issue30 archive
-cold (no page before) and warm (rebuilt over its own page, nothing changed), the page of a synthetic archive of
-8 methods x 5 datasets x 5 seeds x 10 knob combinations (`--runs`, 2,000 by default) cold, and on the finished
-demo's results (`--results-dir`, or the demo trained here first, ~3 minutes): the re-run, status, verify,
-results, the compare table and a one-line error for an unknown method. CPU seconds, not wall: they hold on a busy
-machine. The archives are read from docs/results/*.tar.xz of a checkout."""
+cold (no page before), warm (nothing changed: the page is reused whole, bench.reporting.pagememo) and rebuilt
+(one run touched: built again, every figure reused), the page of a synthetic archive of 8 methods x 5 datasets x
+5 seeds x 10 knob combinations (`--runs`, 2,000 by default) cold, and on the finished demo's results
+(`--results-dir`, or the demo trained here first, ~3 minutes): the re-run, status, verify, results, the compare
+table and a one-line error for an unknown method; then the re-run of a finished sweep of 100 tiny shards (trained
+here first, ~3 minutes; `--no-hundred` leaves it out). The package is byte-compiled first, as an installed one
+is (a checkout run with PYTHONDONTWRITEBYTECODE compiles every module in every process: ~0.5 s more per command).
+CPU seconds, not wall: they hold on a busy machine. The archives are read from docs/results/*.tar.xz of a
+checkout."""
 
 from __future__ import annotations
 
 import argparse
+import compileall
 import gzip
 import hashlib
 import json
+import os
 import resource
 import shutil
 import statistics
@@ -29,7 +35,9 @@ from bench.perf.common import say
 ARCHIVES = Path(__file__).resolve().parents[2] / "docs" / "results"
 TARGETS = {"compare_issue41": 2.5, "page_issue30_cold": 8.0, "page_issue30_warm": 3.0, "page_synthetic_cold": 30.0,
            "demo_rerun": 2.0, "demo_status": 2.0, "demo_verify": 2.0, "demo_results": 2.0, "demo_compare": 2.0,
-           "bad_input": 1.0}
+           "bad_input": 1.0, "rerun_100_shards": 2.0}
+HUNDRED = ["run", "--methods", "ce,supcon,lcl,clld", "--datasets", "demo", "--encoder", "tiny-bert", "--seeds", "1-25",
+           "--epochs", "1", "--max-length", "32", "--evaluators", "none", "--no-progress"]
 SYNTHETIC_DATASETS = ("sst2", "mr", "imdb", "demo", "cr")
 SYNTHETIC_METHODS = ("ce", "cl", "supcon", "lcl", "clld-static", "clld-adaptive", "cline", "dcl")
 
@@ -131,6 +139,7 @@ def answers(args: argparse.Namespace) -> dict:
     rounds = max(1, int(getattr(args, "rounds", 3) or 3))
     runs = int(getattr(args, "runs", 2000) or 2000)
     measured: dict[str, dict] = {}
+    compileall.compile_dir(str(Path(__file__).resolve().parents[1]), quiet=1)
     with tempfile.TemporaryDirectory(prefix="bench-answers-") as temp:
         work = Path(temp)
         issue41 = extracted("issue41-sst2-draws", work)
@@ -151,17 +160,30 @@ def answers(args: argparse.Namespace) -> dict:
         say(args, "the issue30 page, cold and warm")
         measured["page_issue30_cold"] = median_of(rounds, cold(page, work / "r30"))
         measured["page_issue30_warm"] = median_of(rounds, lambda: cpu_seconds(page, work))
+
+        def touched() -> float:
+            rows = next(issue30.glob("ce_sst2_minilm_s1_*")) / "rows.json"
+            os.utime(rows)  # one run changed: the page is built again, its figures reused
+            return cpu_seconds(page, work)
+
+        measured["page_issue30_rebuilt"] = median_of(rounds, touched)
         template = next(issue30.glob("ce_sst2_minilm_s1_*"))
         say(args, f"writing a synthetic archive of {runs} runs")
         synthetic = synthetic_archive(work / "synthetic", template, runs)
         measured["page_synthetic_cold"] = median_of(1, cold(
             ["report", "--html", "--results-dir", str(synthetic), "--reports-dir", str(work / "rs")], work / "rs"))
         measured.update(demo_commands(args, work, rounds))
+        if not getattr(args, "no_hundred", False):
+            hundred = work / "hundred"
+            hundred.mkdir()
+            say(args, "training 100 tiny shards (about 3 minutes), then re-running them")
+            cpu_seconds(HUNDRED, hundred)
+            measured["rerun_100_shards"] = median_of(rounds, lambda: cpu_seconds(HUNDRED, hundred))
     for name, entry in measured.items():
-        entry["target_cpu_s"] = TARGETS[name]
-        entry["met"] = entry["cpu_s"] <= TARGETS[name]
+        entry["target_cpu_s"] = TARGETS.get(name)  # None: shown, not a target
+        entry["met"] = None if name not in TARGETS else entry["cpu_s"] <= TARGETS[name]
     return {"benchmark": "answers", "rounds": rounds, "synthetic_runs": runs, "measured": measured,
-            "all_met": all(e["met"] for e in measured.values())}
+            "all_met": all(e["met"] for e in measured.values() if e["met"] is not None)}
 
 
 def demo_commands(args: argparse.Namespace, work: Path, rounds: int) -> dict:

@@ -224,6 +224,8 @@ def build_parser() -> Parser:
     estimating.add_argument("--results-dir", default=None,
                             help="set measured epoch times of finished runs beside; answers: a folder holding a "
                             "finished demo's results/ (default: the demo is trained first)")
+    estimating.add_argument("--no-hundred", action="store_true",
+                            help="answers: leave out the re-run of 100 finished tiny shards (trained first, ~3 min)")
     clustering = parser.add_argument_group("slurm (on a real cluster: scripts/start-local-slurm.sh starts one)")
     clustering.add_argument("--slurm-shards", type=int, default=30, help="shards submitted at once (default 30)")
     clustering.add_argument("--requeue-hold", action="store_true",

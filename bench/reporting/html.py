@@ -30,7 +30,7 @@ import pandas as pd
 
 from bench import __version__
 from bench.errors import BenchError
-from bench.reporting import figurecache, floor, stats, tables
+from bench.reporting import figurecache, floor, pagememo, stats, tables
 from bench.reporting.htmlboard import cost_section, datasets_section, ranking_section
 from bench.reporting.htmlfigures import budget_figure, first_seed_runs, method_figures, summary_figure
 from bench.reporting.htmlgrid import (combinations_apart, confusion_diff_section, main_table, one_combination,
@@ -46,7 +46,6 @@ from bench.reporting.resultsview import (apply_filters, as_text, canonical_metho
 from bench.reporting.selection import Selection, select_by_validation
 from bench.reporting.summary import evaluation_table
 from bench.reporting.verdicts import VerdictSettings
-from bench.results import store
 
 TITLE = "clbench results report"
 PROVENANCE = ("run_key", "method", "dataset", "encoder", "seed", "config_hash", "method_version",
@@ -282,7 +281,7 @@ def header_html(source: Path, filters: list[str], baseline: str, frame: pd.DataF
     distinct = {c: len(set(as_text(frame[c])) - {""}) for c in ("run_key", "method", "dataset", "encoder")}
     counts = " · ".join(f"{distinct[c]} {name}" for c, name in (("run_key", "runs"), ("method", "methods"),
                                                                 ("dataset", "datasets"), ("encoder", "encoders")))
-    meta = [("Generated", generated.strftime("%Y-%m-%d %H:%M:%S %Z").strip()),
+    meta = [("Generated", pagememo.generated_text(generated)),
             ("Results folder", source.resolve().name),
             ("Filters", ", ".join(filters) if filters else "none (every finished run)"),
             ("Baseline", baseline), ("Selection", counts), ("Runs shown", selection_meta(selection)),
@@ -379,9 +378,15 @@ def write_html_report(source: Path | str, filters: list[str] | None, reports_dir
     target = html_path(reports_dir, filters) if not path else Path(path)
     if target.is_dir():
         target = html_path(target, filters)
+    now = datetime.now(timezone.utc).replace(microsecond=0)
+    key = pagememo.page_key(Path(source), target, {"filters": filters, "baseline": baseline, "resamples": resamples,
+                                                   "settings": settings, "select_by": select_by,
+                                                   "selection_seeds": selection_seeds, "eval_seeds": eval_seeds})
+    warnings = pagememo.reused(target, key, now)  # nothing changed since that page was built
+    if warnings is not None:
+        return target, warnings
     with figurecache.reusing(target):  # the figures of the page it replaces, where what they show is unchanged
-        report = build_report(source, filters, baseline, resamples, page_dir=target.parent, settings=settings,
-                              select_by=select_by, selection_seeds=selection_seeds, eval_seeds=eval_seeds)
-    with store.atomic_path(target) as tmp:
-        tmp.write_text(report.text, encoding="utf-8")
+        report = build_report(source, filters, baseline, resamples, now, target.parent, settings, select_by,
+                              selection_seeds, eval_seeds)
+    pagememo.remember(target, key, report.text, now, report.collapsed + report.warnings)
     return target, report.collapsed + report.warnings

@@ -20,7 +20,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import bench
+from bench.codeversion import package_digest
 from bench.registry import ENCODERS, EVALUATORS, METHODS, PLUGIN_GROUPS, plugins
 from bench.results import runfiles, store, sweeps
 from bench.running.options import RunOptions
@@ -50,21 +50,8 @@ def canonical(value: Any) -> Any:
 
 
 def code_digest() -> str:
-    """SHA-256 of the installed package's files and of the dataset cards (paths and contents)."""
-    package = Path(bench.__file__).resolve().parent
-    folders = [package, package.parent / "datasets"]
-    folders += [Path(d).expanduser() for d in os.environ.get("BENCH_CARDS_DIR", "").split(os.pathsep) if d]
-    digest = hashlib.sha256()
-    for folder in folders:
-        for root, dirs, names in os.walk(folder):
-            dirs[:] = sorted(d for d in dirs if d != "__pycache__" and not d.startswith("."))
-            for name in sorted(names):
-                if name.endswith((".py", ".yaml", ".yml", ".json", ".txt", ".gz")):
-                    path = os.path.join(root, name)
-                    digest.update(path.encode() + b"\0")
-                    with open(path, "rb") as handle:
-                        digest.update(handle.read())
-    return digest.hexdigest()
+    """The code's version by content (bench.codeversion)."""
+    return package_digest()
 
 
 def machine() -> dict[str, Any]:
