@@ -148,8 +148,10 @@ def test_a_finished_sweep_reruns_without_torch_and_says_the_same(tmp_path, tiny)
     trained, first_out, _ = rerun(argv, tmp_path)  # trains, then finds nothing left to tend: remembers the sweep
     assert trained[0] == 0 and "torch" in trained[1]
     assert len(list((tmp_path / "results" / sweeps.SWEEPS).glob("*.json"))) == 1
-    checked, out, err = rerun(argv + ["--jobs", "1"], tmp_path)
-    fast, fast_out, fast_err = rerun(argv, tmp_path)
+    checked, out, err = rerun(argv + ["--jobs", "1"], tmp_path)  # answered from the memo, its answer kept
+    (memo,) = (tmp_path / "results" / sweeps.SWEEPS).glob("*.json")
+    assert json.loads(memo.read_text())["answer"]["stdout"] == out
+    fast, fast_out, fast_err = rerun(argv, tmp_path)  # the kept answer, said again
     assert checked == fast == [0, []]
     assert (fast_out, fast_err) == (out, err) and "skipped" in fast_err and "ce" in fast_out
     assert fast_out == first_out and "representation:" in fast_out  # the table and its evaluator lines, as at first
@@ -191,3 +193,37 @@ def test_the_table_holds_a_run_when_it_has_as_many_of_its_rows_as_the_folder(tmp
 def test_installed_plugins_are_never_answered_from_a_memo(tmp_path, monkeypatch):
     monkeypatch.setattr(sweepmemo, "plugins", lambda kind: ["toy = toyplug.method"] if kind == "method" else [])
     assert sweepmemo.digest(options(tmp_path), {}) is None
+
+
+def test_a_kept_answer_is_said_again_only_while_its_reports_are_unchanged(tmp_path):
+    results, data = fake_sweep(tmp_path)
+    remembered(results, data)
+    reports = tmp_path / "reports"
+    reports.mkdir()
+    (reports / "summary.png").write_bytes(b"png")
+    answer = {"stdout": "table\n", "stderr": "next steps\n", "code": 0}
+    sweeps.remember_answer(results, "d1", answer, reports)
+    assert sweeps.recall(results, "d1") == SHARDS  # the memo still holds
+    assert sweeps.recall_answer(results, "d1", reports) == answer
+    assert sweeps.recall_answer(results, "d1", None) is None  # kept with reports, asked without
+    (reports / "summary.png").unlink()
+    assert sweeps.recall_answer(results, "d1", reports) is None
+    sweeps.remember_answer(results, "d1", answer, None)
+    assert sweeps.recall_answer(results, "d1", None) == answer
+    remembered(results, data)  # remembered again (after a full check): no answer yet
+    assert sweeps.recall_answer(results, "d1", None) is None
+
+
+def test_capturing_prints_and_keeps_a_copy_and_counts_log_records(capsys):
+    import logging
+
+    from bench.cli.run_summary import capturing
+
+    with capturing() as said:
+        print("out")
+        print("err", file=sys.stderr)
+    assert (said.stdout.getvalue(), said.stderr.getvalue(), said.logged) == ("out\n", "err\n", 0)
+    assert capsys.readouterr() == ("out\n", "err\n")
+    with capturing() as said:
+        logging.getLogger("bench.test").warning("a warning")
+    assert said.logged > 0

@@ -176,7 +176,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         for i, outcome in enumerate(outcomes, 1):
             for line in shard_lines(i, len(outcomes), outcome):
                 print(line, file=sys.stderr)
-        return conclude(opts, outcomes, [])
+        return remembered_answer(opts, memo, outcomes)
     quiet_transformers()
     from bench.cli.progress import SweepProgress
     from bench.running.runner import execute_sweep, plan_sweep, stop_report
@@ -210,6 +210,26 @@ def cmd_run(args: argparse.Namespace) -> int:
         return stopped[0]
     code = conclude(opts, outcomes, failed_evaluations)
     sweepmemo.remember_if_tended(memo, opts, shards, outcomes)
+    return code
+
+
+def remembered_answer(opts: RunOptions, memo: str, outcomes: list[Any]) -> int:
+    """`conclude` a finished sweep answered from its memo: said again as the last re-run said it when its reports
+    are unchanged (bench.results.sweeps.recall_answer), else computed and kept for the next one."""
+    from bench.cli.run_summary import capturing
+    from bench.results import sweeps
+
+    answer = sweeps.recall_answer(opts.results_dir, memo, opts.reports_dir)
+    if answer is not None:
+        sys.stdout.write(answer["stdout"])
+        sys.stderr.write(answer["stderr"])
+        return answer["code"]
+    with capturing() as said:
+        code = conclude(opts, outcomes, [])
+    if not said.logged:
+        sweeps.remember_answer(opts.results_dir, memo, {"stdout": said.stdout.getvalue(),
+                                                        "stderr": said.stderr.getvalue(), "code": code},
+                               opts.reports_dir)
     return code
 
 

@@ -286,7 +286,7 @@ def check_dataset_name(name: str, data_dir: str | None) -> None:
     and no reachable or cached Hub source; and for a card whose `eval_defaults` are no evaluator options.
     Whatever exists is loaded (and checked) later."""
     from bench.data.loading import check_hub_source, data_dirs, unknown_dataset_message
-    from bench.evaluators.base import card_defaults
+    from bench.evaloptions import card_defaults
     from bench.registry import DATASETS
 
     dirs = data_dirs(data_dir)

@@ -1,10 +1,15 @@
 """What `clbench run` prints when its shards have ended: the results table (accuracy and macro-F1 per method, the
 paired difference to ce), one line per evaluator, the collapsed runs (left out of both, marked "collapsed — not a
-result"), where the results (and, for the demo, the reports) are, and the commands that come next."""
+result"), where the results (and, for the demo, the reports) are, and the commands that come next; and a copy of
+all that for a finished sweep to say again (`capturing`)."""
 
 from __future__ import annotations
 
+import contextlib
+import io
+import logging
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -114,3 +119,52 @@ def print_next_steps(opts: RunOptions, keys: list[str], collapsed: set[str] | fr
     print(f"clbench: results in {opts.results_dir} ({len(keys)} run(s)); next:", file=sys.stderr)
     for step in next_steps(opts, keys, collapsed):
         print(f"  {step}", file=sys.stderr)
+
+
+class Said:
+    """What a block printed on stdout and stderr (`capturing`), and whether that is all it said: nothing went
+    through a logging handler, whose own stream this does not see."""
+
+    def __init__(self) -> None:
+        self.stdout, self.stderr = io.StringIO(), io.StringIO()
+        self.logged = 0
+
+
+class Tee(io.TextIOBase):
+    """A text stream that writes to `stream` and keeps a copy in `copy`."""
+
+    def __init__(self, stream: Any, copy: io.StringIO) -> None:
+        self.stream, self.copy = stream, copy
+
+    def write(self, text: str) -> int:
+        self.copy.write(text)
+        return self.stream.write(text)
+
+    def flush(self) -> None:
+        self.stream.flush()
+
+    def isatty(self) -> bool:
+        return self.stream.isatty()
+
+
+@contextlib.contextmanager
+def capturing() -> Iterator[Said]:
+    """Print as usual and keep a copy of what is printed (a finished sweep's answer, remembered with it:
+    bench.running.sweepmemo); log records are counted, not copied."""
+    said = Said()
+
+    class Counter(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            said.logged += 1
+
+    counter = Counter()
+    logging.getLogger().addHandler(counter)
+    logging.getLogger("bench").addHandler(counter)
+    stdout, stderr = sys.stdout, sys.stderr
+    sys.stdout, sys.stderr = Tee(stdout, said.stdout), Tee(stderr, said.stderr)
+    try:
+        yield said
+    finally:
+        sys.stdout, sys.stderr = stdout, stderr
+        logging.getLogger().removeHandler(counter)
+        logging.getLogger("bench").removeHandler(counter)

@@ -15,7 +15,7 @@ from bench.running.slurm_options import SLURM_KEYS
 from bench.spec import freeze
 from bench.spec import TrainConfig
 
-from bench.evaluators.base import EvalOptions
+from bench.evaloptions import EvalOptions
 
 # Keys of a SLURM profile (YAML), of `clbench run` flags (dashes for underscores) and of --config run keys.
 RUN_KEYS = ("methods", "datasets", "encoders", "seeds", "data_dir", "results_dir", "jobs", "adapt_threads", "device",

@@ -59,10 +59,13 @@ def check_keys(path: Path, given: dict, valid: tuple[str, ...], within: str = ""
                          f"{within.rstrip('.') or 'card'} keys: {', '.join(valid)}")
 
 
+SAFE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml's safe loader where built: 10x faster
+
+
 def parse_card(path: Path) -> Card:
     """Read and check one card file."""
     try:
-        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+        raw = yaml.load(path.read_text(encoding="utf-8"), Loader=SAFE_LOADER)
     except (OSError, yaml.YAMLError) as exc:
         raise BenchError(f"cannot read dataset card {path}: {' '.join(str(exc).split())}") from exc
     if not isinstance(raw, dict):

@@ -9,7 +9,8 @@ check found: the files of each data source, of each run folder and the gathered 
 modification time (nanoseconds). The next `clbench run` with the same digest whose files all stat as remembered
 is answered from the run folders' rows without planning, loading data or importing torch; any other state (a
 file added, written, touched or removed, in a run or in the data) plans and checks everything again, as always.
-Nothing here decides a run key: the keys are the planner's own, stored."""
+With it, the re-run's own answer (what it printed, while the reports it wrote are
+unchanged) is kept, to be said again. Nothing here decides a run key: the keys are the planner's own, stored."""
 
 from __future__ import annotations
 
@@ -87,3 +88,28 @@ def recall(results_dir: Path, digest: str) -> list[tuple[str, str, list[str]]] |
     except (OSError, ValueError, KeyError, TypeError):
         return None
     return shards
+
+
+def remember_answer(results_dir: Path, digest: str, answer: dict[str, Any], reports: Path | None) -> None:
+    """Keep with the remembered sweep `digest` what its re-run answered (`stdout`, `stderr`, `code`) and the state
+    of the reports it wrote (None: none), so that the next re-run says it again without computing it."""
+    path = memo_path(results_dir, digest)
+    try:
+        state = json.loads(path.read_text(encoding="utf-8"))
+        state["answer"] = {**answer, "reports": None if reports is None else files_state(Path(reports))}
+        write_json(path, state)
+    except (OSError, ValueError, TypeError):
+        return
+
+
+def recall_answer(results_dir: Path, digest: str, reports: Path | None) -> dict[str, Any] | None:
+    """The answer kept with the sweep `digest` (call after `recall`: the runs are as they were) when the reports
+    it wrote are as they were too; else None."""
+    try:
+        answer = json.loads(memo_path(results_dir, digest).read_text(encoding="utf-8")).get("answer")
+        expected = None if reports is None else files_state(Path(reports))
+        if not isinstance(answer, dict) or answer.get("reports") != expected:
+            return None
+        return {"stdout": str(answer["stdout"]), "stderr": str(answer["stderr"]), "code": int(answer["code"])}
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return None
