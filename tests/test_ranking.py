@@ -174,11 +174,11 @@ def test_the_html_ranking_opens_with_the_test_or_says_there_is_none(tmp_path):
     text = ranking_section(load_results(results), results, None)
     assert text.index('id="ranking-test"') < text.index('id="fig-ranking-cd"') < text.index('id="table-ranking"')
     assert "Friedman p = 0.007; methods joined by a bar do not differ at α = 0.05 (Nemenyi, CD = 1.48)" in text
-    assert 'src="data:image/png;base64,' in text and "detail of the test above" in text
+    assert 'aria-label="critical-difference diagram"' in text and "detail of the test above" in text
     few = tmp_path / "few"
     write_blocks(few, {("mr", 0, "minilm"): {"ce": 0.8, "cl": 0.7, "supcon": 0.95}})
     text = ranking_section(load_results(few), few, None)
-    assert "No ranking with uncertainty: 1 block(s)" in text and "<img" not in text
+    assert "No ranking with uncertainty: 1 block(s)" in text and "<svg" not in text
     assert "mean rank (1 = best) and win rate over head-to-head meetings, with cost (no test: fewer than 3 " \
            "datasets/regimes)" in text
 

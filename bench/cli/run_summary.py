@@ -146,6 +146,10 @@ class Tee(io.TextIOBase):
     def isatty(self) -> bool:
         return self.stream.isatty()
 
+    @property
+    def encoding(self) -> str:  # type: ignore[override]
+        return getattr(self.stream, "encoding", "utf-8")
+
 
 @contextlib.contextmanager
 def capturing() -> Iterator[Said]:

@@ -35,7 +35,7 @@ from scipy import special
 from bench.errors import BenchError
 from bench.reporting.cellframes import format_p, make_table, text_cell
 from bench.reporting.figures import Plot, styled
-from bench.reporting.figurecache import drawn
+from bench.reporting.htmlcd import cd_figure_html
 from bench.reporting.htmlparts import esc, note, notes_list
 from bench.reporting.leaderboard import accuracy_cells
 from bench.reporting.render import filters_slug
@@ -304,17 +304,16 @@ def cd_figure(mean_ranks: dict[str, float], p: float, cd: float, groups: list[li
 
 
 def ranking_html(ranking: Ranking) -> str:
-    """The headline of the HTML page's ranking: the CD diagram and the Friedman/Nemenyi sentence with its notes,
-    or one line saying why there is no test."""
+    """The headline of the HTML page's ranking: the CD diagram (SVG: bench.reporting.htmlcd) and the
+    Friedman/Nemenyi sentence with its notes, or one line saying why there is no test."""
     if not ranking.tested:
         return note(f"{ranking.headline()} Below: the bare mean ranks ({ranking.label}).")
     groups = "; ".join("{" + ", ".join(g) + "}" for g in ranking.groups if len(g) > 1) or "none"
     caption = (f"Critical-difference diagram: mean rank over {len(ranking.scores)} blocks ({BLOCKS}), 1 = best, on "
                f"the right; a bar joins methods within CD = {ranking.cd:.2f} of each other (Nemenyi, α = {ALPHA:g})")
-    figure, reason = drawn("ranking:cd_figure", (ranking.mean_ranks.to_dict(), ranking.p, ranking.cd,
-                                                ranking.groups, len(ranking.scores)), caption)
+    figure = cd_figure_html("ranking-cd", ranking.mean_ranks.to_dict(), ranking.cd, ranking.groups, caption)
     return (f'<p id="ranking-test"><strong>{esc(ranking.headline())}</strong></p>\n'
-            + (f'<div class="figures">{figure}</div>\n' if figure else note(f"No CD diagram: {reason}"))
+            + f'<div class="figures">{figure}</div>\n'
             + notes_list([f"not told apart (Nemenyi): {groups}",
                           "mean ranks: " + ", ".join(f"{m} {r:.2f}" for m, r in ranking.mean_ranks.items()),
                           *ranking_notes(ranking)[:3], *ranking.notes]))
