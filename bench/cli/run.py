@@ -176,7 +176,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         for i, outcome in enumerate(outcomes, 1):
             for line in shard_lines(i, len(outcomes), outcome):
                 print(line, file=sys.stderr)
-        return remembered_answer(opts, memo, outcomes)
+        return answer(opts, memo, outcomes)
     quiet_transformers()
     from bench.cli.progress import SweepProgress
     from bench.running.runner import execute_sweep, plan_sweep, stop_report
@@ -209,22 +209,31 @@ def cmd_run(args: argparse.Namespace) -> int:
         print(stopped[1], file=sys.stderr)
         return stopped[0]
     code = conclude(opts, outcomes, failed_evaluations)
-    sweepmemo.remember_if_tended(memo, opts, shards, outcomes)
+    if sweepmemo.remember_if_tended(memo, opts, shards, outcomes):
+        answer(opts, memo, echo=False)  # what the next run will say, kept now: it need not compute it
     return code
 
 
-def remembered_answer(opts: RunOptions, memo: str, outcomes: list[Any]) -> int:
-    """`conclude` a finished sweep answered from its memo: said again as the last re-run said it when its reports
-    are unchanged (bench.results.sweeps.recall_answer), else computed and kept for the next one."""
+def answer(opts: RunOptions, memo: str, outcomes: list[Any] | None = None, echo: bool = True) -> int:
+    """`conclude` a finished sweep answered from its memo (`outcomes`: its shards, read from it when None): said
+    again as the last run kept it while its reports are unchanged (bench.results.sweeps.recall_answer), else
+    computed and kept for the next one; `echo=False` keeps it without saying it (after the run that remembered
+    the sweep, so that its first re-run is answered at once)."""
     from bench.cli.run_summary import capturing
     from bench.results import sweeps
+    from bench.running import sweepmemo
 
-    answer = sweeps.recall_answer(opts.results_dir, memo, opts.reports_dir)
-    if answer is not None:
-        sys.stdout.write(answer["stdout"])
-        sys.stderr.write(answer["stderr"])
-        return answer["code"]
-    with capturing() as said:
+    kept = sweeps.recall_answer(opts.results_dir, memo, opts.reports_dir) if echo else None
+    if kept is not None:
+        sys.stdout.write(kept["stdout"])
+        sys.stderr.write(kept["stderr"])
+        return kept["code"]
+    if outcomes is None:
+        remembered = sweepmemo.finished_outcomes(opts, memo)
+        if remembered is None:
+            return 0
+        outcomes = [outcome for _, outcome in remembered]
+    with capturing(echo) as said:
         code = conclude(opts, outcomes, [])
     if not said.logged:
         sweeps.remember_answer(opts.results_dir, memo, {"stdout": said.stdout.getvalue(),

@@ -152,9 +152,9 @@ class Tee(io.TextIOBase):
 
 
 @contextlib.contextmanager
-def capturing() -> Iterator[Said]:
-    """Print as usual and keep a copy of what is printed (a finished sweep's answer, remembered with it:
-    bench.running.sweepmemo); log records are counted, not copied."""
+def capturing(echo: bool = True) -> Iterator[Said]:
+    """Print as usual (`echo`; else print nothing) and keep a copy of what is printed (a finished sweep's answer,
+    remembered with it: bench.running.sweepmemo); log records are counted, not copied."""
     said = Said()
 
     class Counter(logging.Handler):
@@ -165,7 +165,8 @@ def capturing() -> Iterator[Said]:
     logging.getLogger().addHandler(counter)
     logging.getLogger("bench").addHandler(counter)
     stdout, stderr = sys.stdout, sys.stderr
-    sys.stdout, sys.stderr = Tee(stdout, said.stdout), Tee(stderr, said.stderr)
+    sys.stdout = Tee(stdout if echo else io.StringIO(), said.stdout)
+    sys.stderr = Tee(stderr if echo else io.StringIO(), said.stderr)
     try:
         yield said
     finally:

@@ -107,29 +107,31 @@ def finished_outcomes(opts: RunOptions, name: str | None) -> list[tuple[str, Any
             for key, method, shown in shards]
 
 
-def remember_if_tended(name: str | None, opts: RunOptions, shards: list[Any], outcomes: list[Any]) -> None:
+def remember_if_tended(name: str | None, opts: RunOptions, shards: list[Any], outcomes: list[Any]) -> bool:
     """After a sweep run here: remember it when every shard ended finished and would now be skipped untouched
-    (healthy, nothing to tend, the gathered table current) and every dataset came from local files."""
+    (healthy, nothing to tend, the gathered table current) and every dataset came from local files; whether it
+    was remembered."""
     from bench.running.tending import needs_tending, shown_evaluations
 
     if name is None or len(outcomes) != len(shards) or any(o.status not in ("done", "skipped") for o in outcomes):
-        return
+        return False
     if any(any(e.status not in ("done", "skipped") for e in o.evaluations) for o in outcomes):
-        return
+        return False
     sources = [s.data.source for s in shards]
     if not all(source.startswith(LOCAL_SOURCES) or source.startswith("generated:") for source in sources):
-        return
+        return False
     results_dir = opts.results_dir
     state = {s.spec.key: sweeps.files_state(results_dir / s.spec.key) for s in shards}  # before the check
     run_dirs = [results_dir / s.spec.key for s in shards]
     for run_dir in run_dirs:
         if not runfiles.is_finished(run_dir) or runfiles.problems(run_dir) \
                 or needs_tending(run_dir, opts.request, opts.device):
-            return
+            return False
     recent = [d for d in run_dirs if store.table_is_stale(results_dir, d)]  # gathered within its time margin
     if recent and not store.table_holds(results_dir, recent):
-        return
+        return False
     folders = sorted({source.split(":", 1)[1] for source in sources if source.startswith(LOCAL_SOURCES)})
     sweeps.remember(results_dir, name, [(s.spec.key, s.spec.method, shown_evaluations(results_dir / s.spec.key,
                                                                                       opts.request))
                                         for s in shards], folders, state)
+    return True
