@@ -638,3 +638,49 @@ def test_a_table_that_cannot_be_gathered_after_the_rows_were_stored_is_a_warning
     assert code == 0, err
     assert "] done " in err and "the gathered table was not updated (cannot write to" in err
     assert "failed" not in err and len(list(results.glob(f"*/{store.ROWS}"))) == 1
+
+
+@pytest.mark.parametrize("kind", ["emptied", "truncated", "garbage"])
+def test_a_damaged_table_is_named_and_gathered_again_by_any_run(sweep, kind):
+    """Guards issue 54's first case: a results.parquet emptied, cut or overwritten in a folder written well before
+    (a fresh one is gathered anyway) is named by `status`, `results` and `verify` (whose hint is then true), and
+    the next `clbench run` of the finished sweep gathers it again: every shard skipped, the reference's table."""
+    old = time.time() - 10 * store.STALE_SECONDS
+    for path in sweep.results.rglob("*"):
+        os.utime(path, (old, old))
+    damage(sweep.results / store.TABLE, kind)
+    code, _, err = sweep.cli("status", "--results-dir", sweep.results)
+    assert code == 0 and err.count("results.parquet is damaged") == 1 and "gathers it again" in err
+    code, _, err = sweep.cli("results", "--results-dir", sweep.results)
+    assert code == 0 and "results.parquet is damaged" in err
+    code, out, _ = sweep.verify()
+    assert code == 1 and "results.parquet" in out and "(or any `clbench run`) gathers it again" in out
+    code, output = sweep.run()
+    assert code == 0 and set(statuses(output).values()) == {"skipped"}, output
+    assert_same_table(pd.read_parquet(sweep.results / store.TABLE),
+                      pd.read_parquet(sweep.reference.results / store.TABLE))
+    assert sweep.verify()[0] == 0
+
+
+def test_a_foreign_file_in_evals_is_never_read_and_is_moved_aside(sweep):
+    """Guards issue 54's second case: `evals/stray-00000000.json` holding `{"a": 1}` (not written by clbench) made
+    every shard fail with KeyError: 'rows' and `clbench report` crash, while `verify` saw no problem. It is never
+    read as an evaluation: reports hold every run, `verify` names it as foreign, and a re-run (or --repair) moves
+    it aside without redoing or retraining anything."""
+    victim = sweep.run_dir("ce", 1)
+    stray = victim / store.EVALS / "stray-00000000.json"
+    stray.write_text('{"a": 1}')
+    code, out, err = sweep.cli("results", "--results-dir", sweep.results, "--long")
+    assert code == 0 and "KeyError" not in err
+    code, out, _ = sweep.verify()
+    assert code == 1 and f"{victim.name}/evals/stray-00000000.json" in out and "foreign" in out
+    others = {d.name: snapshot(d) for d in sweep.runs() if d != victim}
+    code, output = sweep.run()
+    assert code == 0 and set(statuses(output).values()) == {"skipped"}, output
+    assert not stray.exists() and len(moved_aside(victim, "evals/stray-00000000.json")) == 1
+    assert {key: snapshot(sweep.results / key) for key in others} == others
+    assert_same_results(sweep.results, sweep.reference.results)
+    assert sweep.verify()[0] == 0
+    stray.write_text('{"a": 1}')
+    code, out, _ = sweep.verify("--repair")
+    assert "foreign" in out and not stray.exists() and sweep.verify()[0] == 0

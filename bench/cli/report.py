@@ -111,6 +111,15 @@ def readable(frame: pd.DataFrame) -> pd.DataFrame:
     return view
 
 
+def say_table(results: Path) -> None:
+    """The one line for a damaged gathered table (reports read the run folders: their numbers stand)."""
+    from bench.results.store import table_warning
+
+    warning = table_warning(results)
+    if warning:
+        print(warning, file=sys.stderr)
+
+
 def cmd_results(args: argparse.Namespace) -> int:
     """Print the (filtered) results compactly (one line per run and evaluator, fitted to the terminal) or in
     the tidy long form (--long), or export the long form with every column."""
@@ -121,6 +130,7 @@ def cmd_results(args: argparse.Namespace) -> int:
     from bench.reporting.resultsview import apply_filters, load_results
 
     frame = load_results(results_dir(args))
+    say_table(results_dir(args))
     if asked_for(args.filters):  # a filter on `collapsed` keeps or drops each run whole (evaluator rows lack it)
         frame = flag_runs(frame)
     frame = apply_filters(frame, args.filters)
@@ -170,6 +180,7 @@ def cmd_report(args: argparse.Namespace) -> int:
         names.append("vs-paper")
     resamples = bootstrap_resamples(args.bootstrap)
     source = results_dir(args)
+    say_table(source)
     if args.html is not None:
         from bench.reporting.html import write_html_report
 

@@ -7,7 +7,7 @@ import sys
 from typing import Any
 
 from bench.cli.common import RESULTS_HELP
-from bench.results.store import results_dir as resolve_results_dir
+from bench.results.store import results_dir as resolve_results_dir, table_warning
 
 
 def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
@@ -42,6 +42,9 @@ def cmd_status(args: argparse.Namespace) -> int:
                           progress=not args.no_progress and sys.stderr.isatty())
     print(format_table(statuses))
     print(summary_line(statuses))
+    table = table_warning(results_dir)  # the shards are fine; the table gathered from them is not
+    if table:
+        print(table, file=sys.stderr)
     collapsed = [s.key for s in statuses if s.collapsed]
     if collapsed:  # done, but not results: the reports leave them out of their means
         print(f"warning: {len(collapsed)} shard(s) collapsed (one class predicted whatever the input; not a result, "

@@ -5,6 +5,7 @@
 - its model: moved aside; the evaluations that need it are `no-model`, with the reason;
 - an evaluation's rows or files: moved aside (the evaluation's rows and folder together), so it is redone;
 - an evaluation file kept under its plain name in the run folder: moved aside (restored from its evaluation);
+- a file in evals/ that the manifest does not list (not written by clbench): moved aside, nothing redone;
 - its manifest: moved aside, and a new one made from the files that still read whole (`adopt`);
 - an unfinished run's checkpoint: moved aside (by the Trainer, or `repair`), so the shard trains from the start.
 
@@ -25,6 +26,7 @@ REDO = "the evaluation is redone"
 RESTORE = "restored from its evaluation"
 ADOPTED = "a new manifest lists the files that read whole"
 RESTART = "the shard trains from the start"
+IGNORED = "nothing is redone (clbench never read it)"
 
 
 @dataclass
@@ -37,8 +39,10 @@ class Repair:
     retrain: bool = False
 
 
-def consequence(name: str) -> str:
-    """What happens to a run when its file `name` is damaged (one of the phrases above)."""
+def consequence(name: str, what: str = "") -> str:
+    """What happens to a run when its file `name` is damaged (`what`: how; one of the phrases above)."""
+    if what == runfiles.FOREIGN:
+        return IGNORED
     if name in TRAINING_FILES:
         return RETRAIN
     if name == MODEL:
@@ -66,7 +70,7 @@ def repair(run_dir: Path, found: list[Damaged] | None = None) -> Repair:
     found = runfiles.problems(run_dir) if found is None else found
     done = Repair()
     for damage in found:
-        what = consequence(damage.name)
+        what = consequence(damage.name, damage.what)
         names = evaluation_files(damage.name) if what == REDO else [damage.name]
         if what == REDO and not any((run_dir / n).exists() for n in names):
             done.actions.append(f"moved aside with its evaluation, {what}")  # with another file of it

@@ -173,7 +173,7 @@ def load_model(run_dir: Path, method: Any) -> None:
 def damages_results(damage: Damaged) -> bool:
     """Whether a damaged file spoils the run's results (its rows, or what they were computed from), so that tables
     leave the run out; a damaged model or manifest leaves the rows as they were."""
-    return damage.name in TRAINING_FILES or damage.name.startswith(EVALS + "/")
+    return damage.what != FOREIGN and (damage.name in TRAINING_FILES or damage.name.startswith(EVALS + "/"))
 
 
 def problems(run_dir: Path, deep: bool = False) -> list[Damaged]:
@@ -194,11 +194,24 @@ def problems(run_dir: Path, deep: bool = False) -> list[Damaged]:
     found += listed_problems(run_dir, listing, lambda name: deep or not name.endswith(".pt"), trust_stat=not deep)
     listed = set((listing or {}).get("files", {}))
     for name in unlisted(run_dir, listed, deep):
+        if listing is not None and is_evaluation(name):  # a manifest lists every evaluation clbench stored
+            found.append(Damaged(run_dir, name, FOREIGN))
+            continue
         try:
             check_readable(run_dir, name)
         except Damaged as damage:
             found.append(damage)
     return found
+
+
+FOREIGN = "foreign: not written by clbench (its manifest does not list it), never read as an evaluation"
+
+
+def is_evaluation(name: str) -> bool:
+    """Whether `name` (inside a run folder) is where clbench stores an evaluation: evals/<evaluator>-<hash>.json
+    (its failures, evals/<...>.error.json, are notes, not evaluations)."""
+    return name.startswith(EVALS + "/") and name.count("/") == 1 and name.endswith(".json") \
+        and not name.endswith(".error.json")
 
 
 def size_problems(run_dir: Path, listing: dict[str, Any] | None) -> list[Damaged]:

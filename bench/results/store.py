@@ -25,6 +25,7 @@ from bench.errors import BenchError
 log = logging.getLogger(__name__)
 
 STALE_SECONDS = 10.0  # see table_is_stale
+PARQUET_MAGIC = b"PAR1"  # the first and last 4 bytes of a Parquet file
 DEFAULT_RESULTS = "results"
 
 
@@ -150,7 +151,10 @@ def run_rows(run_dir: Path, listing: Any = runfiles.UNKNOWN) -> list[dict[str, A
     updates = next((row["ldm_updates"] for row in rows if "ldm_updates" in row), None)  # the clean rows' count
     if updates is None and (run_dir / METHOD_STATE).is_file():  # stored before the column: count the updates
         updates = ldm_update_count(runfiles.read_json(run_dir, METHOD_STATE, listing))
+    listed = (listing or {}).get("files")
     for evaluation in sorted((run_dir / EVALS).glob("*.json")):
+        if listed is not None and f"{EVALS}/{evaluation.name}" not in listed:
+            continue  # not written by clbench: never read as its own (`clbench verify` names it)
         if not evaluation.name.endswith(".error.json"):
             stored = runfiles.read_json(run_dir, f"{EVALS}/{evaluation.name}", listing)
             settings = stored.get("settings") or {}
@@ -182,14 +186,44 @@ def gather(results_dir: Path) -> Path:
     return target
 
 
+def table_damage(results_dir: Path) -> str:
+    """Why the gathered table is not a whole Parquet file ('' when it is, or is missing): its magic at both ends
+    and a footer that fits, checked in microseconds (an emptied, cut or overwritten table fails; a flipped byte
+    inside is found when it is read: `clbench verify`)."""
+    path = results_dir / TABLE
+    try:
+        size = path.stat().st_size
+        with open(path, "rb") as handle:
+            head = handle.read(4)
+            handle.seek(max(0, size - 8))
+            tail = handle.read(8)
+    except FileNotFoundError:
+        return ""
+    except OSError as exc:
+        return f"unreadable ({exc.strerror or exc})"
+    if size < 12 or head != PARQUET_MAGIC or tail[4:] != PARQUET_MAGIC \
+            or int.from_bytes(tail[:4], "little") + 12 > size:
+        return f"damaged: not a whole Parquet file ({size} bytes: emptied, cut short or overwritten)"
+    return ""
+
+
+def table_warning(results_dir: Path) -> str | None:
+    """One line for a damaged gathered table (None when it is whole or missing): what, and what gathers it."""
+    damage = table_damage(results_dir)
+    return (f"warning: {results_dir / TABLE} is {damage}; `clbench run` (any sweep on this folder) or `clbench "
+            f"verify --repair --results-dir {results_dir}` gathers it again from the run folders") if damage else None
+
+
 def table_is_stale(results_dir: Path, run_dir: Path) -> bool:
-    """Whether the gathered table may lack a finished run's current rows: it is missing, or it was read before
-    the run's rows or evaluations were last written (the writer was killed before it gathered). A margin of
-    STALE_SECONDS covers a rename that lands while another process gathers; at worst it costs a needless gather
-    of a run that finished moments before the last one."""
+    """Whether the gathered table may lack a finished run's current rows: it is missing or damaged
+    (`table_damage`), or it was read before the run's rows or evaluations were last written (the writer was killed
+    before it gathered). A margin of STALE_SECONDS covers a rename that lands while another process gathers; at
+    worst it costs a needless gather of a run that finished moments before the last one."""
     try:
         gathered = (results_dir / TABLE).stat().st_mtime
     except FileNotFoundError:
+        return True
+    if table_damage(results_dir):
         return True
     written = [run_dir / ROWS, *(run_dir / EVALS).glob("*.json")]
     return max((p.stat().st_mtime for p in written if p.exists()), default=0.0) > gathered - STALE_SECONDS

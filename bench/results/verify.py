@@ -111,8 +111,7 @@ def check_run(run_dir: Path, report: Report, fix: bool) -> None:
                 repair.adopt(run_dir)
     if not found:
         return
-    problems = [Problem(f"{key}/{d.name}", d.what, f"{repair.consequence(d.name)} by the next `clbench run` (or "
-                        "`clbench verify --repair` now)", spoils=runfiles.damages_results(d)) for d in found]
+    problems = [Problem(f"{key}/{d.name}", d.what, hint(d), spoils=runfiles.damages_results(d)) for d in found]
     if fix:
         claim = repair.lease_free(run_dir)
         if claim is not None:
@@ -121,6 +120,14 @@ def check_run(run_dir: Path, report: Report, fix: bool) -> None:
             for problem, action in zip(problems, done.actions):
                 problem.repaired = action
     report.problems.extend(problems)
+
+
+def hint(damage: manifest.Damaged) -> str:
+    """What fixes a damaged file of a finished run, and when."""
+    what = repair.consequence(damage.name, damage.what)
+    if what == repair.IGNORED:
+        return f"moved aside by the next `clbench run` (or `clbench verify --repair` now); {what}"
+    return f"{what} by the next `clbench run` (or `clbench verify --repair` now)"
 
 
 def unfinished_problems(run_dir: Path) -> list[manifest.Damaged]:
@@ -156,7 +163,9 @@ def check_table(results_dir: Path, report: Report, fix: bool) -> None:
         what = table_mismatch(table, expected)
         if not what:
             return
-    problem = Problem(TABLE, what, "`clbench verify --repair` (or any `clbench run`) gathers it again")
+    rerun_gathers = not table.is_file() or bool(store.table_damage(results_dir))  # what any run sees (table_is_stale)
+    problem = Problem(TABLE, what, "`clbench verify --repair` (or any `clbench run`) gathers it again" if rerun_gathers
+                      else "`clbench verify --repair` gathers it again")
     if fix:
         store.gather(results_dir)
         problem.repaired = "gathered again from the run folders"
