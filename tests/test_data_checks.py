@@ -54,7 +54,8 @@ def leaky(tmp_path) -> Path:
     return dataset(tmp_path / "leaky", train + extra, test, validation)
 
 
-EXPECTED = {"test_in_train": 3, "validation_in_train": 1, "duplicate_rows": 2, "conflicting_labels": 1}
+EXPECTED = {"test_in_train": 3, "validation_in_train": 1, "validation_in_test": 9, "duplicate_rows": 2,
+            "conflicting_labels": 1}  # the fixture's validation is 9 test texts and a train text
 
 
 # ----------------------------------------------------------------------------------------------- counts and warnings
@@ -64,8 +65,10 @@ def test_leakage_duplicates_and_conflicts_are_counted_and_warned_once(leaky, cap
     data = load_dataset(str(leaky))
     assert data.checks == EXPECTED
     lines = checks_logged(caplog)
-    assert len(lines) == 4, lines  # test leakage, validation leakage, duplicates, conflicting labels
-    test_line, validation_line, duplicates, conflicts = lines
+    assert len(lines) == 5, lines  # test and validation leakage into train, validation into test, duplicates, ...
+    test_line, validation_line, validation_test, duplicates, conflicts = lines
+    assert validation_test.startswith("leaky: 9 of 10 validation texts (90%) also occur in test (leakage: choosing")
+    assert validation_test.endswith("remove them from validation or from test")
     assert test_line.startswith("leaky: 3 of 33 test texts (9.09%) also occur in train (leakage;")
     assert "e.g. '  THE TEAM WON THE MATCH AGAIN   '" in test_line
     assert validation_line.startswith("leaky: 1 of 10 validation texts (10%) also occur in train")
@@ -73,9 +76,26 @@ def test_leakage_duplicates_and_conflicts_are_counted_and_warned_once(leaky, cap
     assert conflicts.startswith("leaky: train has 1 text(s) with conflicting labels")
     assert "rows 12 and 47 of train" in conflicts
     assert all("\n" not in line for line in lines)
-    assert data.warnings[-4:] == lines and data.describe()["checks"] == EXPECTED  # recorded in spec.json
+    assert data.warnings[-5:] == lines and data.describe()["checks"] == EXPECTED  # recorded in spec.json
     load_dataset(str(leaky))  # a second load in this process (a sweep's or `clbench evaluate`'s): no repeat
-    assert len(checks_logged(caplog)) == 4
+    assert len(checks_logged(caplog)) == 5
+
+
+def test_validation_texts_in_test_are_leakage_and_refused_by_strict_data(cli, tmp_path, caplog):
+    """Guards issue 54's sixth case: a given validation file that shares texts with test (none with train) passed
+    silently, --strict-data too; choosing a knob or an epoch on it reads test texts."""
+    caplog.set_level(WARNING)
+    test = rows_of(2, 10, "tested")
+    folder = dataset(tmp_path / "valtest", rows_of(2, 20), test, rows_of(2, 5, "held") + test[:2])
+    data = load_dataset(str(folder))
+    assert data.checks["validation_in_test"] == 2 and data.checks["validation_in_train"] == 0
+    (line,) = checks_logged(caplog)
+    assert line.startswith("valtest: 2 of 12 validation texts (16.7%) also occur in test")
+    results = tmp_path / "results"
+    code, out, err = cli("run", "--methods", "ce", "--datasets", folder, *FAST, "--strict-data",
+                         "--results-dir", results)
+    assert code == 2 and out == "" and len(err.splitlines()) == 1 and "also occur in test" in err
+    assert not results.exists() or not any(results.iterdir())
 
 
 def test_texts_are_compared_after_strip_whitespace_and_casefold_only(tmp_path):
@@ -237,7 +257,7 @@ def test_every_clean_row_carries_the_counts_and_the_warnings_come_once_per_sweep
                        "--results-dir", results)
     assert code == 0, err
     lines = checks_logged(caplog)
-    assert len(lines) == 4 and len(set(lines)) == 4  # two shards, each warning once
+    assert len(lines) == 5 and len(set(lines)) == 5  # two shards, each warning once
     runs = sorted(p for p in results.iterdir() if p.name.startswith("ce_"))
     assert len(runs) == 2
     for run in runs:

@@ -1,8 +1,9 @@
-"""Checks of a loaded dataset's texts: test and validation texts that also occur in train (leakage), rows that
-repeat a text of their own split (duplicates), and texts given two labels (conflicting labels). Texts are compared
-after a light normalisation (`normalised`). Each finding is one warning line, said once per dataset and process;
-with strict checks (`clbench run --strict-data`) leakage is a BenchError instead. The counts are recorded in the
-data's `checks` (bench.data.textdata.TextData) and reach every clean result row as the CHECK_COLUMNS."""
+"""Checks of a loaded dataset's texts: test and validation texts that also occur in train, and validation texts
+that also occur in test (leakage), rows that repeat a text of their own split (duplicates), and texts given two
+labels (conflicting labels). Texts are compared after a light normalisation (`normalised`). Each finding is one
+warning line, said once per dataset and process; with strict checks (`clbench run --strict-data`) leakage is a
+BenchError instead. The counts are recorded in the data's `checks` (bench.data.textdata.TextData) and reach every
+clean result row as the CHECK_COLUMNS."""
 
 from __future__ import annotations
 
@@ -17,9 +18,10 @@ from bench.errors import BenchError
 
 log = logging.getLogger(__name__)
 
-# the row columns (bench.running.shard): test / validation rows whose text occurs in train, rows repeating an
-# earlier text of their split (all splits), texts with more than one label within a split (all splits)
-CHECK_COLUMNS = ("test_in_train", "validation_in_train", "duplicate_rows", "conflicting_labels")
+# the row columns (bench.running.shard): test / validation rows whose text occurs in train, validation rows whose
+# text occurs in test, rows repeating an earlier text of their split (all splits), texts with more than one label
+# within a split (all splits)
+CHECK_COLUMNS = ("test_in_train", "validation_in_train", "validation_in_test", "duplicate_rows", "conflicting_labels")
 NORMALISATION = "stripped, whitespace collapsed, casefolded"
 EXAMPLE_WIDTH = 60  # characters of an example text quoted in a warning
 
@@ -100,17 +102,19 @@ class CheckReport:
     leaks: list[str]
 
 
-def leak_line(name: str, split: str, leaked: np.ndarray, texts: list[str], carved: bool) -> str:
-    """The line that says how many `split` texts also occur in train, with one of them."""
+def leak_line(name: str, split: str, leaked: np.ndarray, texts: list[str], carved: bool, into: str = "train") -> str:
+    """The line that says how many `split` texts also occur in `into` (train, or test for validation), with one."""
     fix = ("train repeats them and the validation carve took some of their copies: remove train's duplicate texts"
-           if carved else f"remove them from {split} or from train")
+           if carved else f"remove them from {split} or from {into}")
+    why = "leakage" if into == "train" else "leakage: choosing on validation would read test texts"
     return (f"{name}: {len(leaked):,} of {len(texts):,} {split} texts ({share(len(leaked), len(texts))}) also occur "
-            f"in train (leakage; texts compared {NORMALISATION}), e.g. {example(texts[int(leaked[0])])}; {fix}")
+            f"in {into} ({why}; texts compared {NORMALISATION}), e.g. {example(texts[int(leaked[0])])}; {fix}")
 
 
 def check_splits(name: str, label_names: list[str], train: Split, test: Split, validation: Split,
                  carved: bool) -> CheckReport:
-    """Leakage (test and validation texts that occur in train), duplicate rows and conflicting labels within each
+    """Leakage (test and validation texts that occur in train, validation texts that occur in test), duplicate rows
+    and conflicting labels within each
     split of a dataset. `train` is the split as loaded; `carved`: `validation` was carved from it (then test is
     compared with all of it, validation with what the carve left, and duplicates are counted in train only)."""
     splits = {"train": train, "test": test, **({} if carved else {"validation": validation})}
@@ -122,6 +126,10 @@ def check_splits(name: str, label_names: list[str], train: Split, test: Split, v
     leaks = [leak_line(name, "test", leaked["test"], test.texts, False)] if len(leaked["test"]) else []
     if len(leaked["validation"]):
         leaks.append(leak_line(name, "validation", leaked["validation"], validation.texts, carved))
+    in_test = np.flatnonzero(np.zeros(len(validation.texts), dtype=bool)) if carved else \
+        found_in(np.sort(split_keys["test"]), split_keys["validation"])  # carved: within test ∩ train already
+    if len(in_test):
+        leaks.append(leak_line(name, "validation", in_test, validation.texts, False, "test"))
     warnings = list(leaks)
     indexes = {split: index_split(split_keys[split], rows.labels) for split, rows in splits.items()}
     for split, index in indexes.items():
@@ -137,6 +145,7 @@ def check_splits(name: str, label_names: list[str], train: Split, test: Split, v
                             f"{example(texts[a])} as {label_names[labels[a]]!r} and {label_names[labels[b]]!r} "
                             f"(rows {a + 1} and {b + 1} of {split}); fix their labels or drop them")
     counts = {"test_in_train": len(leaked["test"]), "validation_in_train": len(leaked["validation"]),
+              "validation_in_test": len(in_test),
               "duplicate_rows": sum(len(i.repeats) for i in indexes.values()),
               "conflicting_labels": sum(i.conflicts for i in indexes.values())}
     return CheckReport(counts, warnings, leaks)

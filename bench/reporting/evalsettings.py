@@ -30,7 +30,8 @@ NOT_SETTINGS = {"run_key", "method", "dataset", "encoder", "seed", "evaluator", 
                 "deterministic",
                 "build_seconds", "prepare_seconds", "tokenize_seconds", "test_seconds",
                 "variant", "combo", "knobs", "base_dataset", "train_examples", "flipped", "data_draw", *REGIME_FIELDS,
-                "test_in_train", "validation_in_train", "duplicate_rows", "conflicting_labels"}  # bench.data.checks
+                "test_in_train", "validation_in_train", "validation_in_test", "duplicate_rows",
+                "conflicting_labels"}  # bench.data.checks
 SETTINGS_COLUMN = "eval_settings"
 VERSION = "eval_version"  # the name a stored settings dict's `version` is shown under (as in the rows)
 
