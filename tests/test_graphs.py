@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import functools
+import json
 from pathlib import Path
 
 import numpy as np
@@ -25,6 +26,7 @@ from bench.spec import TrainConfig
 from bench.training.graphs import StepGraphs, graphs_decision, signature, tensor_learning_rates
 from bench.training.setup import seed_everything
 from bench.training.trainer import Trainer
+from conftest import FAST
 
 # every registered method, and those with a `views` knob also with word-substitution views
 METHOD_CASES = [(m, {}) for m in ("ce", "cl", "clld-adaptive", "supcon", "lcl", "dcl", "cline")] + [
@@ -226,3 +228,44 @@ def test_each_shape_warms_up_then_is_captured_once_and_replayed(monkeypatch):
     assert fake.events.count("new stream") <= 3 + 2  # one warm-up stream, reused (current_stream makes the rest)
     graphs({"x": torch.ones(1, 3)})  # a partial batch: eager, no new shape
     assert calls[-1] == "run" and len(graphs.shapes) == 1 and graphs.eager_steps == 3
+
+
+@pytest.mark.parametrize("where", ["capture", "first replay"])
+def test_a_capture_that_raises_falls_back_to_eager_steps_for_the_rest_of_the_shard(monkeypatch, caplog, where):
+    """Guards issue 54's seventh case: a capture (or its first replay) that raises no longer ends the shard: that
+    batch and every later one run eagerly on the static buffers, `failed` says why, one warning line."""
+    fake = FakeCuda()
+    fake.install(monkeypatch)
+    calls = []
+
+    def step(batch):
+        if fake.capturing and where == "capture":
+            raise RuntimeError("operation not permitted when stream is capturing")
+        calls.append("capture" if fake.capturing else "run")
+        return batch["x"].sum()
+
+    def replayed(graph):
+        raise RuntimeError("CUDA error: replay failed")
+
+    if where == "first replay":
+        fake.replayed = replayed
+    graphs = StepGraphs(step, torch.device("cpu"), capture=True, rows=2, warmup=1)
+    caplog.set_level("WARNING")
+    outputs = [float(graphs({"x": torch.full((2, 3), float(k))})) for k in range(4)]
+    assert outputs == [0.0, 6.0, 12.0, 18.0]  # every batch's own step, the failed one included
+    assert graphs.captured == 0 and not graphs.capture and graphs.failed.startswith("capture failed: RuntimeError:")
+    assert calls[-2:] == ["run", "run"] and "capture" not in calls[-3:]
+    assert [r.getMessage() for r in caplog.records].count(next(r.getMessage() for r in caplog.records)) == 1
+    assert "eager steps" in caplog.records[0].getMessage()
+
+
+def test_a_failed_capture_is_kept_by_the_trainer_and_recorded_in_the_rows(cli, tiny, results, monkeypatch):
+    trainer, train, _ = make_trainer(tiny, "ce", graph_step=True, epochs=1)
+    trainer.step_graphs = StepGraphs(lambda batch: None, torch.device("cpu"), failed="capture failed: X")
+    trainer.predict(train)
+    assert trainer.graphs_failed() == "capture failed: X" and trainer.predict_graphs.failed == "capture failed: X"
+    monkeypatch.setattr(Trainer, "graphs_failed", lambda self: "capture failed: RuntimeError: boom")
+    code, _, err = cli("run", "--methods", "ce", "--datasets", tiny, *FAST, "--epochs", "1")
+    assert code == 0, err
+    rows = json.loads(next(results.glob("ce_*/rows.json")).read_text())
+    assert {r["cuda_graphs"] for r in rows} == {"off: capture failed: RuntimeError: boom"}

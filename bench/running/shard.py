@@ -222,6 +222,8 @@ def train_and_evaluate(spec: RunSpec, data: TextData, run_dir: Path, device_name
     probabilities = softmax(trainer.require_finite_outputs(trainer.predict(encoded["test"]), "test"))
     predicted = probabilities.argmax(1)
     phases["test_seconds"] = time.perf_counter() - clock
+    if trainer.graphs_failed():  # a capture raised: the shard went on eagerly
+        cuda_graphs = f"off: {trainer.graphs_failed()}"
     collapsed = collapse_note(data.test.labels, predicted, data.label_names, lr_hint(spec.encoder))
     level = chance.chance_level(np.bincount(np.asarray(data.test.labels, dtype=int), minlength=len(data.label_names)),
                                 len(data.label_names))

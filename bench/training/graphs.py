@@ -7,7 +7,9 @@ copied into, and the step reads only those, the parameters, their gradients (zer
 optimiser's state and a learning rate held in a tensor. On a CPU (`capture=False`) the step runs eagerly on the
 static buffers, which is what tests check against the plain step; on CUDA (`capture=True`) each shape is first run
 `warmup` times eagerly on a side stream (real training steps: lazy initialisation happens there), then captured
-into a graph whose memory comes from one pool shared by all shapes, then replayed.
+into a graph whose memory comes from one pool shared by all shapes, then replayed. A capture (or its first
+replay) that raises turns graphs off for the rest of the shard: that step and every later one run eagerly, and
+the rows say `cuda_graphs = "off: capture failed: <reason>"` (`StepGraphs.failed`).
 
 Rules the step must keep (`Method.capturable` says a method keeps them): no host synchronisation, no host work that
 depends on the batch (word views are built in collation), no Python branch on a value that changes between steps
@@ -16,6 +18,7 @@ replay of any graph of the pool: read (or copy) them before running another batc
 
 from __future__ import annotations
 
+import logging
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
@@ -23,6 +26,8 @@ from typing import Any, Callable
 import torch
 
 from bench.spec import CUDA_GRAPH_MODES as MODES
+
+log = logging.getLogger(__name__)
 WARMUP_STEPS = 2  # eager steps of a shape before its capture (lazy initialisation of kernels, workspaces, state)
 HOST_KEYS = ("index",)  # batch entries that stay on the host and are no input of a step
 
@@ -81,6 +86,7 @@ class StepGraphs:
     shapes: dict[Signature, Shape] = field(default_factory=dict)
     capture_seconds: dict[Signature, float] = field(default_factory=dict)
     eager_steps: int = 0  # batches run eagerly (partial batches and warm-up steps)
+    failed: str = ""  # why captures stopped (a capture or first replay raised: `fall_back`); '' while none did
     side: Any = None  # the warm-up stream
 
     def __post_init__(self) -> None:
@@ -109,12 +115,32 @@ class StepGraphs:
             return self.on_side_stream(shape.static)
         if shape.graph is None:
             clock = time.perf_counter()
-            shape.graph = torch.cuda.CUDAGraph()
-            with torch.cuda.graph(shape.graph, pool=self.pool):  # records only: nothing runs until replay
-                shape.outputs = self.fn(shape.static)
+            try:
+                graph = torch.cuda.CUDAGraph()
+                with torch.cuda.graph(graph, pool=self.pool):  # records only: nothing runs until replay
+                    outputs = self.fn(shape.static)
+                graph.replay()  # the first replay runs this batch's step
+            except Exception as exc:  # a step that cannot be captured here: eager from now on, this batch too
+                return self.fall_back(shape, exc)
+            shape.graph, shape.outputs = graph, outputs
             self.capture_seconds[key] = time.perf_counter() - clock
+            return shape.outputs
         shape.graph.replay()
         return shape.outputs
+
+    def fall_back(self, shape: Shape, exc: Exception) -> Any:
+        """After a capture (or its first replay) raised: no graph from now on (`failed` says why, one log line),
+        every later step eager on the static buffers, and this batch's step run eagerly now (a capture only
+        records; a replay that raises ran nothing)."""
+        reason = " ".join(f"{type(exc).__name__}: {exc}".split())[:200]
+        self.failed = f"capture failed: {reason}"
+        self.capture = False
+        for other in self.shapes.values():
+            other.graph = other.outputs = None
+        log.warning("CUDA graphs: %s; the shard goes on with eager steps (rows: cuda_graphs = \"off: %s\")",
+                    self.failed, self.failed)
+        self.eager_steps += 1
+        return self.fn(shape.static)
 
     def on_side_stream(self, static: dict[str, torch.Tensor]) -> Any:
         """One eager run on a side stream, ordered after and before the current stream's work (torch's recipe for

@@ -137,9 +137,10 @@ class Trainer:
         partial batches eagerly), copied out of the graph's output before the next batch."""
         graphs = self.predict_graphs
         if graphs is None or graphs.rows != rows:
+            failed = self.graphs_failed()  # a capture that failed once: eager for the rest of the shard
             graphs = self.predict_graphs = StepGraphs(lambda batch: self.method.logits(batch).float(), self.device,
-                                                      capture=self.device.type == "cuda", rows=rows, warmup=1,
-                                                      pool=self.graph_pool)
+                                                      capture=self.device.type == "cuda" and not failed, rows=rows,
+                                                      warmup=1, pool=self.graph_pool, failed=failed)
         parts = []
         for index in batches:
             with self.autocast():
@@ -268,10 +269,16 @@ class Trainer:
         captured per batch shape on CUDA; partial batches eagerly."""
         graphs = self.step_graphs
         if graphs is None or graphs.fn.keywords["optimizer"] is not optimizer:
+            failed = self.graphs_failed()
             graphs = self.step_graphs = StepGraphs(functools.partial(self.step, optimizer=optimizer), self.device,
-                                                   capture=self.device.type == "cuda", rows=self.cfg.batch_size,
-                                                   pool=self.graph_pool)
+                                                   capture=self.device.type == "cuda" and not failed,
+                                                   rows=self.cfg.batch_size, pool=self.graph_pool, failed=failed)
         return graphs
+
+    def graphs_failed(self) -> str:
+        """Why CUDA graphs were turned off mid-shard ('' when they never failed): the first failed capture."""
+        return next((graphs.failed for graphs in (self.step_graphs, self.predict_graphs)
+                     if graphs is not None and graphs.failed), "")
 
     def capture_seconds(self) -> list[float]:
         """Seconds each captured graph (training steps, then predictions) took to capture, in this process."""
