@@ -684,3 +684,25 @@ def test_a_foreign_file_in_evals_is_never_read_and_is_moved_aside(sweep):
     stray.write_text('{"a": 1}')
     code, out, _ = sweep.verify("--repair")
     assert "foreign" in out and not stray.exists() and sweep.verify()[0] == 0
+
+
+def test_a_copied_run_folder_is_named_never_gathered_and_moved_aside(sweep):
+    """Guards issue 54's third case: `cp -a <run> <other name>` counted as a finished run (its rows gathered twice,
+    `verify` never clean). A folder whose name is not its spec's key is named by `status` and `verify`, left out
+    of the table, and `verify --repair` moves it to .aside/ whole: verify is clean after."""
+    victim = sweep.run_dir("ce", 1)
+    copy = sweep.results / "ce_tiny_tiny-bert_s1_0000000001"
+    shutil.copytree(victim, copy, copy_function=shutil.copy2)
+    code, out, _ = sweep.cli("status", "--results-dir", sweep.results)
+    assert copy.name in out and "misnamed" in out
+    keys = set(pd.DataFrame(store.finished_rows(sweep.results))["run_key"])
+    assert keys == {d.name for d in sweep.runs() if d != copy}  # never gathered
+    code, output = sweep.run()
+    assert code == 0 and set(statuses(output).values()) == {"skipped"}, output
+    assert set(pd.read_parquet(sweep.results / store.TABLE)["run_key"]) == keys
+    code, out, _ = sweep.verify()
+    assert code == 1 and f"{copy.name}/" in out and "misnamed: the folder holds run " + victim.name in out
+    code, out, _ = sweep.verify("--repair")
+    assert not copy.exists() and len(list((sweep.results / ".aside").glob(f"*/{copy.name}/rows.json"))) == 1
+    assert sweep.verify()[0] == 0
+    assert_same_results(sweep.results, sweep.reference.results)

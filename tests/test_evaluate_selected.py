@@ -118,7 +118,8 @@ def test_outside_models_runs_are_left_out(results):
     for name in (store.ROWS, store.SPEC):
         value = json.loads((external / name).read_text())
         for row in value if isinstance(value, list) else [value]:
-            row.update({"method": "external", "seed": 0, **({"run_key": external.name} if name == store.ROWS else {})})
+            row.update({"method": "external", "seed": 0,
+                        **({"run_key": external.name} if name == store.ROWS else {"key": external.name})})
         runfiles.write_json(external, name, value)  # through its manifest: a run of its own, not damaged
     code, _, err = clbench("evaluate", "--selected", "--results-dir", results, *REPR)
     assert code == 0, err

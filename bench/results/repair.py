@@ -6,6 +6,8 @@
 - an evaluation's rows or files: moved aside (the evaluation's rows and folder together), so it is redone;
 - an evaluation file kept under its plain name in the run folder: moved aside (restored from its evaluation);
 - a file in evals/ that the manifest does not list (not written by clbench): moved aside, nothing redone;
+- a folder holding another run (its spec's key is not its name: copied or renamed): its files moved aside, the
+  run retrained under its own key (`clbench verify --repair` moves such a folder to the results' .aside/);
 - its manifest: moved aside, and a new one made from the files that still read whole (`adopt`);
 - an unfinished run's checkpoint: moved aside (by the Trainer, or `repair`), so the shard trains from the start.
 
@@ -70,6 +72,11 @@ def repair(run_dir: Path, found: list[Damaged] | None = None) -> Repair:
     found = runfiles.problems(run_dir) if found is None else found
     done = Repair()
     for damage in found:
+        if damage.what.startswith(runfiles.MISNAMED):  # another run's files under this key: retrain this one
+            done.actions.append(f"{RETRAIN} (the other run's files moved aside)")
+            done.notes.append(f"{damage}: {done.actions[-1]}")
+            done.retrain = True
+            continue
         what = consequence(damage.name, damage.what)
         names = evaluation_files(damage.name) if what == REDO else [damage.name]
         if what == REDO and not any((run_dir / n).exists() for n in names):
@@ -82,6 +89,9 @@ def repair(run_dir: Path, found: list[Damaged] | None = None) -> Repair:
         done.notes.append(f"{damage}: {done.actions[-1]}")
         done.retrain = done.retrain or what == RETRAIN
     if done.retrain:
+        if any(d.what.startswith(runfiles.MISNAMED) for d in found):
+            manifest.move_aside(run_dir, sorted(e.name for e in run_dir.iterdir() if e.name != manifest.DAMAGED
+                                                and not lease.is_lease_file(e.name)), runfiles.MISNAMED)
         store.reset_run(run_dir)
     return done
 

@@ -173,7 +173,8 @@ def load_model(run_dir: Path, method: Any) -> None:
 def damages_results(damage: Damaged) -> bool:
     """Whether a damaged file spoils the run's results (its rows, or what they were computed from), so that tables
     leave the run out; a damaged model or manifest leaves the rows as they were."""
-    return damage.what != FOREIGN and (damage.name in TRAINING_FILES or damage.name.startswith(EVALS + "/"))
+    return damage.what.startswith(MISNAMED) or (
+        damage.what != FOREIGN and (damage.name in TRAINING_FILES or damage.name.startswith(EVALS + "/")))
 
 
 def problems(run_dir: Path, deep: bool = False) -> list[Damaged]:
@@ -201,10 +202,25 @@ def problems(run_dir: Path, deep: bool = False) -> list[Damaged]:
             check_readable(run_dir, name)
         except Damaged as damage:
             found.append(damage)
-    return found
+    other = misnamed(run_dir) if not found else None
+    return found + ([other] if other else [])
 
 
 FOREIGN = "foreign: not written by clbench (its manifest does not list it), never read as an evaluation"
+MISNAMED = "misnamed"  # how a run folder whose name is not its run's key starts its Damaged.what
+
+
+def misnamed(run_dir: Path) -> Damaged | None:
+    """A Damaged (name '': the folder itself) when the finished run in `run_dir` is another run's (its spec's key
+    is not the folder's name: a copied or renamed folder), else None. Such a folder is never gathered."""
+    try:
+        key = read_json(Path(run_dir), SPEC).get("key")
+    except (Damaged, OSError, AttributeError):
+        return None  # a damaged or missing spec is named as such
+    if isinstance(key, str) and key and key != Path(run_dir).name:
+        return Damaged(run_dir, "", f"{MISNAMED}: the folder holds run {key} (copied or renamed: a run folder is "
+                                    "named by its run's key), never gathered")
+    return None
 
 
 def is_evaluation(name: str) -> bool:

@@ -4,6 +4,7 @@ and, with `repair`, do what a run would do about each problem, without training.
 
 from __future__ import annotations
 
+import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -12,6 +13,7 @@ from bench.results import lease, manifest, repair, runfiles, store
 from bench.results.names import CHECKPOINT, ROWS, SPEC, TABLE
 
 RUN_MARKERS = (ROWS, SPEC, CHECKPOINT, manifest.MANIFEST, lease.LEASE)
+ASIDE = ".aside"  # folders that hold another run than their name says, moved here whole by --repair
 
 
 @dataclass
@@ -112,6 +114,14 @@ def check_run(run_dir: Path, report: Report, fix: bool) -> None:
     if not found:
         return
     problems = [Problem(f"{key}/{d.name}", d.what, hint(d), spoils=runfiles.damages_results(d)) for d in found]
+    if fix and any(d.what.startswith(runfiles.MISNAMED) for d in found):  # no run's folder: moved aside whole
+        target = run_dir.parent / ASIDE / time.strftime("%Y%m%dT%H%M%SZ", time.gmtime()) / run_dir.name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        os.replace(run_dir, target)
+        for problem in problems:
+            problem.repaired = f"the folder moved to {ASIDE}/{target.parent.name}/"
+        report.problems.extend(problems)
+        return
     if fix:
         claim = repair.lease_free(run_dir)
         if claim is not None:
@@ -124,6 +134,8 @@ def check_run(run_dir: Path, report: Report, fix: bool) -> None:
 
 def hint(damage: manifest.Damaged) -> str:
     """What fixes a damaged file of a finished run, and when."""
+    if damage.what.startswith(runfiles.MISNAMED):
+        return f"`clbench verify --repair` moves the folder to {ASIDE}/ (or delete it; a re-run of its key retrains it)"
     what = repair.consequence(damage.name, damage.what)
     if what == repair.IGNORED:
         return f"moved aside by the next `clbench run` (or `clbench verify --repair` now); {what}"
