@@ -385,12 +385,14 @@ def test_chaos_parallel_sweep_killed_at_random_moments_equals_uninterrupted_run(
             time.sleep(0.02)  # until this launch trains (its workers import torch first)
         time.sleep(delay)
         workers = pool_workers(pid)
+        running = alive(pid)
         if target == "worker" and workers:
-            os.kill(rng.choice(workers), signal.SIGKILL)
+            os.kill(rng.choice(workers), signal.SIGKILL)  # the pool breaks; its shards go to a fresh pool: exit 0
         else:
             kill_group(pid)
-        landed.append(chaos.wait(pid) != 0)
-    assert any(landed), "no kill landed before the sweep finished"
+        code = chaos.wait(pid)
+        landed.append(running and (code != 0 or (target == "worker" and bool(workers))))
+    assert any(landed), "no kill landed before the sweep finished"  # (a finished sweep's re-run ends at once)
     assert chaos.run(jobs=2) == 0, chaos.log()
     assert_same_results(chaos.results, reference)
 
