@@ -1,15 +1,17 @@
 """What version of the code a result was computed with, by content: the installed package's files (sources,
 dataset cards, constraint lists) and the versions of the libraries that compute and draw. A memo keyed by it
 (a finished sweep: bench.running.sweepmemo; an unchanged report page: bench.reporting.pagememo) is never reused
-by other code. Imports nothing of the package."""
+by other code; `canonical` writes the rest of such a key as plain JSON in one order. Imports nothing of the package."""
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import hashlib
 import os
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
+from typing import Any
 
 SUFFIXES = (".py", ".yaml", ".yml", ".json", ".txt", ".gz", ".md")
 LIBRARIES = ("numpy", "pandas", "pyarrow", "scipy", "matplotlib", "seaborn", "torch", "transformers")
@@ -38,3 +40,20 @@ def package_digest() -> str:
         except PackageNotFoundError:
             continue
     return digest.hexdigest()
+
+
+def canonical(value: Any) -> Any:
+    """`value` as plain JSON data in one order whatever the process (sets sorted, dataclasses as dicts)."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: canonical(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if isinstance(value, dict):
+        return {str(k): canonical(v) for k, v in sorted(value.items(), key=lambda item: str(item[0]))}
+    if isinstance(value, (set, frozenset)):
+        return sorted((canonical(v) for v in value), key=repr)
+    if isinstance(value, (list, tuple)):
+        return [canonical(v) for v in value]
+    if isinstance(value, Path):
+        return str(value)
+    if value is None or isinstance(value, (str, int, float, bool)):
+        return value
+    return repr(value)

@@ -566,7 +566,7 @@ def git(repo: Path, *args: str) -> None:
 
 def test_the_tree_counts_tracked_and_untracked_files_and_shared_but_not_ignored_ones(tmp_path):
     # a repository written here: its own `shared/` folder (the one the device tool carries although git ignores
-    # it), not the ../shared beside a checkout, which a fresh clone does not have
+    # it), not the shared folder beside a checkout, which a fresh clone does not have
     repo = tmp_path / "repo"
     repo.mkdir()
     git(repo, "init", "-q")

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from bench.codeversion import canonical
 from bench.results import sweeps
 from bench.running import sweepmemo
 from bench.running.options import RunOptions
@@ -118,8 +119,8 @@ def test_the_digest_changes_with_the_code_and_the_data_folders(tmp_path, monkeyp
 
 
 def test_canonical_values_do_not_depend_on_set_order():
-    assert sweepmemo.canonical(frozenset({"b", "a", "c"})) == ["a", "b", "c"]
-    assert sweepmemo.canonical({"b": 1, "a": (2, Path("x"))}) == {"a": [2, "x"], "b": 1}
+    assert canonical(frozenset({"b", "a", "c"})) == ["a", "b", "c"]
+    assert canonical({"b": 1, "a": (2, Path("x"))}) == {"a": [2, "x"], "b": 1}
 
 
 RERUN = """

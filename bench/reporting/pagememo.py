@@ -19,7 +19,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from bench.codeversion import package_digest
+from bench.codeversion import canonical, package_digest
 from bench.reporting.datasetinfo import METHODS_DOC
 from bench.reporting.verdicts import ASO_ENV
 from bench.results import store
@@ -39,17 +39,6 @@ def generated_item(when: datetime) -> str:
     return f"<dt>Generated</dt><dd>{generated_text(when)}</dd>"
 
 
-def plain(value: Any) -> Any:
-    """`value` as JSON data (dataclasses by their fields, paths as text)."""
-    if hasattr(value, "__dataclass_fields__"):
-        return {name: plain(getattr(value, name)) for name in value.__dataclass_fields__}
-    if isinstance(value, (list, tuple)):
-        return [plain(v) for v in value]
-    if isinstance(value, dict):
-        return {str(k): plain(v) for k, v in sorted(value.items(), key=lambda item: str(item[0]))}
-    return value if value is None or isinstance(value, (str, int, float, bool)) else str(value)
-
-
 def results_state(source: Path) -> dict[str, Any]:
     """Every file under `source` but its hidden entries (.sweeps, .cache, locks), by path, size and time."""
     entries = sorted(e.name for e in os.scandir(source) if not e.name.startswith(".")) if source.is_dir() else []
@@ -58,7 +47,7 @@ def results_state(source: Path) -> dict[str, Any]:
 
 def page_key(source: Path, target: Path, options: dict[str, Any]) -> str:
     """The key of the page `target` built from `source` with `options` (see the module docstring)."""
-    state = {"options": plain(options), "target": str(target.resolve()), "code": package_digest(),
+    state = {"options": canonical(options), "target": str(target.resolve()), "code": package_digest(),
              "methods_doc": files_state(METHODS_DOC), "folders": [os.getcwd(), str(Path.home())],
              "environment": os.environ.get(ASO_ENV), "results": results_state(Path(source))}
     return hashlib.sha256(json.dumps(state, sort_keys=True).encode()).hexdigest()

@@ -11,7 +11,6 @@ torch."""
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import json
 import os
@@ -20,7 +19,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from bench.codeversion import package_digest
+from bench.codeversion import canonical, package_digest
 from bench.registry import ENCODERS, EVALUATORS, METHODS, PLUGIN_GROUPS, plugins
 from bench.results import runfiles, store, sweeps
 from bench.running.options import RunOptions
@@ -30,23 +29,6 @@ ENVIRONMENT = ("BENCH_DATA_DIR", "BENCH_RESULTS_DIR", "BENCH_CARDS_DIR", "CUDA_V
 PLANNING = ("methods", "datasets", "encoders", "seeds", "overrides", "knobs", "grid", "sample", "grid_seed",
             "regimes", "data_dir", "strict_data", "device")
 LOCAL_SOURCES = ("local:", "folder:")
-
-
-def canonical(value: Any) -> Any:
-    """`value` as plain JSON data in one order whatever the process (sets sorted, dataclasses as dicts)."""
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return {f.name: canonical(getattr(value, f.name)) for f in dataclasses.fields(value)}
-    if isinstance(value, dict):
-        return {str(k): canonical(v) for k, v in sorted(value.items(), key=lambda item: str(item[0]))}
-    if isinstance(value, (set, frozenset)):
-        return sorted((canonical(v) for v in value), key=repr)
-    if isinstance(value, (list, tuple)):
-        return [canonical(v) for v in value]
-    if isinstance(value, Path):
-        return str(value)
-    if value is None or isinstance(value, (str, int, float, bool)):
-        return value
-    return repr(value)
 
 
 def code_digest() -> str:
