@@ -291,7 +291,7 @@ def test_damaged_checkpoint_is_moved_aside_and_training_starts_afresh(sweep, kin
     code, output = sweep.run()
     assert code == 0, output
     assert statuses(output)[victim.name] == "done", output
-    assert f"{victim.name}/{store.CHECKPOINT} is damaged" in output  # the trainer's note
+    assert output.count(f"{victim.name}/{store.CHECKPOINT} is damaged") == 1  # the trainer's note, said once
     aside, = moved_aside(victim, store.CHECKPOINT)
     assert aside.read_bytes() == bad
     assert not (victim / store.CHECKPOINT).exists()
@@ -705,4 +705,119 @@ def test_a_copied_run_folder_is_named_never_gathered_and_moved_aside(sweep):
     code, out, _ = sweep.verify("--repair")
     assert not copy.exists() and len(list((sweep.results / ".aside").glob(f"*/{copy.name}/rows.json"))) == 1
     assert sweep.verify()[0] == 0
+    assert_same_results(sweep.results, sweep.reference.results)
+
+
+def flip_keeping_time(path: Path) -> None:
+    """Flip the file's middle byte and restore its modification time: a stat-trusting check sees nothing."""
+    before = path.stat()
+    damage(path, "flipped")
+    os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))
+
+
+def test_a_damage_only_a_read_finds_costs_its_run_and_its_message_is_true(sweep, tmp_path, caplog):
+    """Guards issue 54's fourth case: a byte of predictions.jsonl.gz flipped with its time restored stopped the
+    compare report with "`clbench run` retrains the run", which later runs never did (they trust the stat).
+    The report now leaves that run out (one warning line, a note on the table) and names a fix that works:
+    `clbench verify --repair`, then `clbench run` retrains that shard alone."""
+    victim = sweep.run_dir("cl", 1)
+    flip_keeping_time(victim / store.PREDICTIONS)
+    code, out, err = sweep.cli("report", "--results-dir", sweep.results, "--reports-dir", tmp_path / "reports",
+                               "--table", "compare", "--filter", "collapsed=0,1")
+    assert code == 0, err
+    err += caplog.text  # logged warnings reach caplog in this process
+    assert "`clbench run` retrains the run" not in out + err
+    assert err.count(f"{victim.name}/{store.PREDICTIONS} is damaged") == 1 and "verify --repair" in err, err
+    assert "left out as damaged: 1 run(s)" in out and victim.name in out, out
+    code, output = sweep.run()
+    assert code == 0 and set(statuses(output).values()) == {"skipped"}, output  # as RUNNING.md says: trusted
+    code, out, _ = sweep.verify("--repair")
+    assert code == 0 and f"{victim.name}/{store.PREDICTIONS}" in out and "the run is retrained" in out, out
+    code, output = sweep.run()
+    assert code == 0 and statuses(output) == {d.name: "done" if d == victim else "skipped" for d in sweep.runs()}
+    assert_same_results(sweep.results, sweep.reference.results)
+
+
+def test_a_deleted_listed_file_is_named_with_its_cost(sweep):
+    """Guards issue 54's fifth case (deleted files): an evaluation file and a model the manifest lists, deleted,
+    were `no problems` to verify and `done` to status. Both name them with their cost; the runs stay in the
+    table (their rows are whole); `--repair` drops them from the manifest; a run redoes the evaluation alone."""
+    evaluated, modelled = sweep.run_dir("ce", 1), sweep.run_dir("cl", 2)
+    evaluation, = (evaluated / store.EVALS).glob("repr-*.json")
+    evaluation.unlink()
+    (modelled / store.MODEL).unlink()
+    code, out, _ = sweep.verify()
+    lines = dict(line.split(": ", 1) for line in out.splitlines())
+    assert code == 1 and set(lines) == {f"{evaluated.name}/{store.EVALS}/{evaluation.name}",
+                                        f"{modelled.name}/{store.MODEL}"}, out
+    assert all(line.startswith("missing") for line in lines.values()), out
+    assert "the evaluation is redone" in lines[f"{evaluated.name}/{store.EVALS}/{evaluation.name}"]
+    assert "no-model" in lines[f"{modelled.name}/{store.MODEL}"]
+    code, out, _ = sweep.cli("status", "--results-dir", sweep.results)
+    states = {line.split()[0]: line for line in out.splitlines()[1:-1]}
+    assert states[evaluated.name].split()[1] == "damaged" and "missing" in states[evaluated.name], out
+    assert states[modelled.name].split()[1] == "damaged" and store.MODEL in states[modelled.name], out
+    from bench.reporting.resultsview import load_results
+
+    assert set(load_results(sweep.results)["run_key"]) == {d.name for d in sweep.runs()}
+    code, out, _ = sweep.verify("--repair")
+    assert code == 0 and out.count("dropped from the manifest") == 2, out
+    assert sweep.verify()[0] == 0
+    code, output = sweep.run()
+    assert code == 0 and set(statuses(output).values()) == {"skipped"}, output
+    assert evaluation.is_file() and "repr: done" in output  # redone from the model, nothing retrained
+    assert sweep.verify()[0] == 0
+
+
+def test_status_keeps_listing_a_run_that_repair_emptied(sweep):
+    """Guards issue 54's fifth case: after `verify --repair` emptied a run whose rows were damaged, status no
+    longer listed it. It is `damaged` (emptied, to be retrained) until a run retrains it; then `done`."""
+    victim = sweep.run_dir("cl", 1)
+    damage(victim / store.ROWS, "garbage")
+    assert sweep.verify("--repair")[0] == 0
+    code, out, _ = sweep.cli("status", "--results-dir", sweep.results)
+    line, = [line for line in out.splitlines() if line.startswith(victim.name)]
+    assert line.split()[1] == "damaged" and "emptied" in line and "retrains it" in line, out
+    assert sweep.run()[0] == 0
+    code, out, _ = sweep.cli("status", "--results-dir", sweep.results)
+    line, = [line for line in out.splitlines() if line.startswith(victim.name)]
+    assert line.split()[1] == "done", out
+
+
+def test_reports_name_a_damaged_run_on_the_table_and_the_page_and_say_it_once(sweep, tmp_path, caplog):
+    """Guards issue 54's fifth case: a run left out as damaged was named on stderr only, and a sweep of other
+    shards said `left out of the table` once per gather (4 times with --jobs 2). The run's end, the report and
+    `clbench plot summary` say it in one line; the tables written and the page carry it as a note."""
+    victim = sweep.run_dir("cl", 1)
+    damage(victim / store.ROWS, "garbage")
+    code, output = sweep.run("--methods", "ce", "--overwrite", "--jobs", "2")
+    assert code == 0 and victim.name not in statuses(output), output
+    assert output.count(f"{victim.name}/{store.ROWS} is damaged") == 1, output
+    reports = tmp_path / "reports"
+    caplog.clear()
+    code, out, err = sweep.cli("report", "--results-dir", sweep.results, "--reports-dir", reports, "--html",
+                               "--filter", "collapsed=0,1")
+    err += caplog.text  # logged warnings reach caplog in this process
+    assert code == 0 and err.count(f"{victim.name}/{store.ROWS} is damaged") == 1, err
+    page = next(reports.glob("*.html")).read_text()
+    assert "left out as damaged" in page and victim.name in page
+    code, out, err = sweep.cli("report", "--results-dir", sweep.results, "--reports-dir", reports, "--table",
+                               "paper-ii", "--filter", "collapsed=0,1")
+    assert code == 0 and "left out as damaged: 1 run(s)" in out and victim.name in out, out
+    code, _, err = sweep.cli("plot", "summary", "--results-dir", sweep.results, "--reports-dir", reports,
+                             "--filter", "collapsed=0,1")
+    assert code == 0 and err.count(f"{victim.name}/{store.ROWS} is damaged") == 1, err
+
+
+def test_a_planned_shard_whose_folder_holds_another_run_is_retrained_under_its_own_key(sweep):
+    """Guards issue 54's third case, from the planner's side: the folder of a planned shard holding another
+    run's files (copied over it) is never that shard's result; `clbench run` moves them aside and retrains the
+    shard under its own key, the others skipped, ending with the reference's results."""
+    victim, other = sweep.run_dir("ce", 1), sweep.run_dir("cl", 2)
+    shutil.rmtree(victim)
+    shutil.copytree(other, victim, copy_function=shutil.copy2)
+    code, output = sweep.run()
+    assert code == 0 and statuses(output) == {d.name: "done" if d == victim else "skipped" for d in sweep.runs()}
+    assert "misnamed" in output, output
+    assert len(list(victim.glob(f"{manifest.DAMAGED}/*/{store.ROWS}"))) == 1  # the other run's files, aside
     assert_same_results(sweep.results, sweep.reference.results)

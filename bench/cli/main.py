@@ -112,6 +112,9 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # the reader went away (`clbench status | head`): stop quietly, as a killed pipe would
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error when Python flushes it
+        return 141
     except Exception as exc:  # unexpected: one line unless --debug
         if args.debug:
             raise

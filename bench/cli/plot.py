@@ -7,6 +7,7 @@ loaded only when a plot is made.
 from __future__ import annotations
 
 import argparse
+import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -151,7 +152,11 @@ def build_plots(args: argparse.Namespace) -> Iterator[Any]:
         folder = results_dir(args)
         if not folder.is_dir():
             raise BenchError(f"no results folder {folder}; give --results-dir or set $BENCH_RESULTS_DIR")
-        yield plots.summary_plot(store.finished_rows(folder), args.metric, args.filters)
+        left_out: dict[str, str] = {}
+        rows = store.finished_rows(folder, left_out)
+        if left_out:
+            print(f"warning: {store.left_out_line(left_out, folder, 'this figure')}", file=sys.stderr)
+        yield plots.summary_plot(rows, args.metric, args.filters)
     elif args.figure == "curve":
         from bench.reporting.curveplot import curve_plot
         from bench.reporting.resultsview import load_results

@@ -295,9 +295,9 @@ def table_cells(name: str, frame: pd.DataFrame, source: Path, baseline: str = "c
     if name == "compare":
         baseline = canonical_method(baseline, set(frame["method"]))
         keys = tables.clean_accuracy(split_runs(frame, include=include).kept)["run_key"].unique()
-        cells = tables.compare(frame, stats.load_run_predictions(source, keys), baseline,
-                               bootstrap_resamples(resamples), include_collapsed=include,
-                               settings=settings or VerdictSettings())
+        frame, predictions = stats.readable_predictions(frame, source, keys)
+        cells = tables.compare(frame, predictions, baseline, bootstrap_resamples(resamples),
+                               include_collapsed=include, settings=settings or VerdictSettings())
         cells.attrs["baseline"] = baseline
         return with_provenance(name, cells, frame, include)
     builders = {"paper-ii": tables.paper_ii, "ablation": tables.ablation, "robustness": tables.robustness,

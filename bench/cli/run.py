@@ -280,7 +280,7 @@ def conclude(opts: RunOptions, outcomes: list[Any], failed_evaluations: list[Any
     next steps; 1 when a shard or an evaluation failed."""
     from bench.cli.run_summary import collapsed_warning, near_chance_warning, print_next_steps, print_results, \
         write_demo_reports
-    from bench.results.store import is_collapsed_flag
+    from bench.results.store import is_collapsed_flag, left_out_line, table_left_out
 
     results_dir = opts.results_dir
     rows, evaluation_rows = outcome_rows(outcomes)
@@ -291,6 +291,9 @@ def conclude(opts: RunOptions, outcomes: list[Any], failed_evaluations: list[Any
                 print(warning, file=sys.stderr)
         if opts.reports_dir is not None:
             write_demo_reports(rows + evaluation_rows, results_dir, opts.reports_dir)
+    left_out = left_out_line(table_left_out(results_dir), results_dir)  # damaged runs outside this sweep
+    if left_out:
+        print(f"warning: {left_out}", file=sys.stderr)
     failed = [o for o in outcomes if o.status == "failed"]
     if failed:
         print(f"clbench: {len(failed)} of {len(outcomes)} shard(s) failed:", file=sys.stderr)

@@ -125,8 +125,8 @@ def comparison(frame: pd.DataFrame, source: Path, baseline: str, resamples: int,
     try:
         name = canonical_method(baseline, set(frame["method"]))
         keys = tables.clean_accuracy(split_runs(frame, include=include).kept)["run_key"].unique()
-        cells = tables.compare(frame, stats.load_run_predictions(source, keys), name, resamples,
-                               include_collapsed=include, settings=settings)
+        frame, predictions = stats.readable_predictions(frame, source, keys)
+        cells = tables.compare(frame, predictions, name, resamples, include_collapsed=include, settings=settings)
         return with_provenance("compare", cells, frame, include)
     except BenchError as exc:
         return exc

@@ -1,9 +1,9 @@
 """Where a table's runs were built, as table notes: the runs made from a modified tree (a `git_commit` ending in
 `+dirty`), the git commits when a table's runs come from several, and the runs of a few-label or noisy-label
-regime that all trained on one fixed draw of their data ("one draw"), and the clld-adaptive runs whose label
-distances barely adapted (fewer than 2 updates: "few LDM updates"). Every table `clbench report` prints or
-writes, the selection table and the HTML page (its tables and header) carry these notes; a table whose runs all
-name one clean commit (or none) carries none.
+regime that all trained on one fixed draw of their data ("one draw"), the clld-adaptive runs whose label
+distances barely adapted (fewer than 2 updates: "few LDM updates"), and the runs left out as damaged. Every table
+`clbench report` prints or writes, the selection table and the HTML page (its tables and header) carry these
+notes; a table whose runs all name one clean commit (or none) carries none.
 
 A run's commits are those of the rows the table read for it plus those of its clean (training) rows: a robustness
 number rests on both the scoring and the training code.
@@ -16,7 +16,7 @@ import pandas as pd
 from bench.reporting import tables
 from bench.reporting.collapsed import split_runs
 from bench.reporting.resultsview import as_text, first_few, short_value
-from bench.results.store import FEW_LDM_UPDATES
+from bench.results.store import FEW_LDM_UPDATES, LEFT_OUT, LEFT_OUT_FIX
 
 COLUMN = "git_commit"
 DIRTY = "+dirty"
@@ -67,7 +67,19 @@ def provenance_notes(rows: pd.DataFrame, frame: pd.DataFrame | None = None) -> l
     unknown = sorted(key for key, found in commits.items() if not found)
     if unknown and counts:
         notes.append(f"{len(unknown)} of {total} runs record no git commit: {first_few(unknown)}")
-    return notes + draw_notes(rows) + few_update_notes(rows)
+    return notes + draw_notes(rows) + few_update_notes(rows) + left_out_notes(rows if frame is None else frame)
+
+
+def left_out_notes(frame: pd.DataFrame) -> list[str]:
+    """A note naming the runs left out of `frame` as damaged (`attrs["left_out"]`, set by load_results and by the
+    comparison when a run's test predictions do not verify), with the first one's damage and the fix."""
+    left_out = frame.attrs.get(LEFT_OUT) or {}
+    if not left_out:
+        return []
+    keys = sorted(left_out)
+    others = f" (also {first_few(keys[1:])})" if len(keys) > 1 else ""
+    return [f"left out as damaged: {len(keys)} run(s): {left_out[keys[0]]}{others}; `clbench verify` names each, "
+            f"{LEFT_OUT_FIX}"]
 
 
 def fixed_draw_runs(rows: pd.DataFrame) -> tuple[list[str], int]:

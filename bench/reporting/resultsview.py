@@ -34,20 +34,22 @@ def load_results(results_dir: Path | str) -> pd.DataFrame:
     finished = sorted(path.parent for path in results_dir.glob(f"*/{store.ROWS}"))
     if not finished:
         raise BenchError(f"no finished runs under {results_dir}; run `clbench run` first")
-    damaged = {run: found[0] for run in finished
-               if (found := [d for d in runfiles.problems(run) if runfiles.damages_results(d)])}
-    if damaged:  # left out, in one line: their files do not verify
-        first = next(iter(damaged.values()))
-        log.warning("left out %d damaged run(s) (e.g. %s); `clbench verify --results-dir %s` lists them, `clbench run` "
-                    "repairs them", len(damaged), first, results_dir)
-    finished = [run for run in finished if run not in damaged]
+    left_out = {run.name: str(found[0]) for run in finished
+                if (found := [d for d in runfiles.problems(run) if runfiles.damages_results(d)])}
+    finished = [run for run in finished if run.name not in left_out]
     unscored_note(results_dir, finished)
     if not finished:
-        raise BenchError(f"no undamaged finished runs under {results_dir}; `clbench run` repairs them")
+        raise BenchError(f"no undamaged finished runs under {results_dir}; {store.LEFT_OUT_FIX}")
     frame = _current_table(results_dir, finished)
-    if frame is None:
-        frame = pd.DataFrame(store.finished_rows(results_dir))
-    return normalise(frame)
+    if frame is None:  # read from the run folders, verified: damage their stat does not show is found here
+        frame = pd.DataFrame(store.finished_rows(results_dir, left_out))
+        if left_out and "run_key" in frame:
+            frame = frame[~frame["run_key"].isin(left_out)].reset_index(drop=True)
+    if left_out:  # said once here; every table and the page carry it too (bench.reporting.provenance_notes)
+        log.warning(store.left_out_line(left_out, results_dir, "this report"))
+    frame = normalise(frame)
+    frame.attrs[store.LEFT_OUT] = left_out
+    return frame
 
 
 def unscored_note(results_dir: Path, finished: list[Path]) -> None:

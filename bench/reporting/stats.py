@@ -20,6 +20,7 @@ imports; tests/test_stats_reference.py holds them equal to those libraries.
 from __future__ import annotations
 
 import functools
+import logging
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,6 +33,8 @@ from scipy import special
 from bench.results import runfiles, store
 from bench.errors import BenchError
 
+log = logging.getLogger(__name__)
+
 PREDICTIONS = store.PREDICTIONS
 EXACT_BELOW = 25         # discordant pairs below which McNemar uses the exact binomial test
 N_RESAMPLES = 10_000
@@ -42,15 +45,21 @@ KEPT_COUNTS = 20_000_000  # resample x item counts kept between comparisons (flo
 
 
 def load_predictions(run_dir: Path | str) -> pd.DataFrame:
-    """A run's test predictions: one row per example with `id`, `gold`, `predicted` and `correct`."""
+    """A run's test predictions: one row per example with `id`, `gold`, `predicted` and `correct`; a BenchError
+    naming the fix when the file is missing or damaged."""
+    try:
+        return predictions_frame(run_dir)
+    except runfiles.Damaged as exc:  # its stat may be the one written: only `clbench verify` finds it again
+        raise BenchError(f"{exc}; {store.LEFT_OUT_FIX}") from exc
+
+
+def predictions_frame(run_dir: Path | str) -> pd.DataFrame:
+    """`load_predictions`, a damaged file raised as `runfiles.Damaged`."""
     path = Path(run_dir) / PREDICTIONS
     if not path.is_file():
         raise BenchError(f"{path} is missing, so the run cannot be compared item by item; "
                          f"re-run it with `clbench run ... --overwrite`")
-    try:
-        records = runfiles.read_jsonl_gz(Path(run_dir), PREDICTIONS)
-    except BenchError as exc:  # damaged (bench.results.manifest): `clbench run` retrains it
-        raise BenchError(f"{exc}; `clbench run` retrains the run (or re-run it with --overwrite)") from exc
+    records = runfiles.read_jsonl_gz(Path(run_dir), PREDICTIONS)
     columns = {name: [record.get(name) for record in records] for name in ("id", "gold", "predicted")}
     if any(value is None or value != value for values in columns.values() for value in values):  # missing or NaN
         raise BenchError(f"{path} has records without id, gold or predicted; re-run the run with --overwrite")
@@ -64,6 +73,25 @@ def load_predictions(run_dir: Path | str) -> pd.DataFrame:
 def load_run_predictions(results_dir: Path | str, run_keys: Iterable[str]) -> dict[str, pd.DataFrame]:
     """`load_predictions` for each run key under `results_dir`."""
     return {key: load_predictions(Path(results_dir) / key) for key in dict.fromkeys(run_keys)}
+
+
+def readable_predictions(frame: pd.DataFrame, results_dir: Path | str, run_keys: Iterable[str]
+                         ) -> tuple[pd.DataFrame, dict[str, pd.DataFrame]]:
+    """The test predictions of `run_keys`, and `frame` without the runs whose predictions file is damaged: those
+    are left out of the comparison, named in `frame.attrs["left_out"]` (a note on the table and the page) and in
+    one warning line; the others are compared."""
+    predictions, damaged = {}, {}
+    for key in dict.fromkeys(run_keys):
+        try:
+            predictions[key] = predictions_frame(Path(results_dir) / key)
+        except runfiles.Damaged as exc:
+            damaged[key] = str(exc)
+    if not damaged:
+        return frame, predictions
+    log.warning(store.left_out_line(damaged, Path(results_dir), "the comparison"))
+    kept = frame[~frame["run_key"].isin(damaged)].reset_index(drop=True)
+    kept.attrs[store.LEFT_OUT] = {**(frame.attrs.get(store.LEFT_OUT) or {}), **damaged}
+    return kept, predictions
 
 
 @dataclass(frozen=True)

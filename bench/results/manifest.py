@@ -20,6 +20,7 @@ from bench.errors import BenchError
 MANIFEST = "manifest.json"
 DAMAGED = "damaged"  # in a run folder: damaged/<UTC time>/<file>, damaged files moved aside (never deleted)
 VERSION = 1
+MISSING = "missing"  # how the damage of a listed file that is not there starts (`missing`)
 CHUNK = 1 << 20
 
 
@@ -142,7 +143,7 @@ def check(run_dir: Path, name: str, manifest: dict[str, Any] | None, data: bytes
 
 def missing(run_dir: Path, name: str, entry: dict[str, Any]) -> Damaged:
     """The damage of a file its manifest lists that is not there."""
-    return Damaged(run_dir, name, f"missing; its manifest lists {entry.get('size')} bytes")
+    return Damaged(run_dir, name, f"{MISSING}; its manifest lists {entry.get('size')} bytes")
 
 
 def check_entry(run_dir: Path, name: str, entry: dict[str, Any], hash_it: bool, trust_stat: bool) -> None:
@@ -179,11 +180,13 @@ def move_aside(run_dir: Path, names: list[str], what: str) -> str:
     run_dir = Path(run_dir)
     stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S.%fZ")
     folder = Path(DAMAGED) / stamp
+    moved = set()
     for name in names:
         source = run_dir / name
         if source.exists() or source.is_symlink():
             (run_dir / folder / name).parent.mkdir(parents=True, exist_ok=True)
             os.replace(source, run_dir / folder / name)
+            moved.add(name)
     if names != [MANIFEST]:
         try:
             manifest = load(run_dir)
@@ -193,7 +196,8 @@ def move_aside(run_dir: Path, names: list[str], what: str) -> str:
             for name in names:
                 for listed in [n for n in manifest["files"] if n == name or n.startswith(name + "/")]:
                     del manifest["files"][listed]  # a folder moved aside takes its files with it
-                manifest["moved"][name] = f"{what}; moved to {(folder / name).as_posix()}"
+                manifest["moved"][name] = f"{what}; " + (f"moved to {(folder / name).as_posix()}" if name in moved
+                                                         else "dropped from the manifest (it was gone)")
             _write(run_dir, manifest)
     return folder.as_posix()
 

@@ -4,6 +4,8 @@
   aside and the run is emptied, so it is retrained as unfinished;
 - its model: moved aside; the evaluations that need it are `no-model`, with the reason;
 - an evaluation's rows or files: moved aside (the evaluation's rows and folder together), so it is redone;
+- a listed file that is gone (deleted by hand): dropped from the manifest, with the cost of its kind above (a
+  model: no-model; an evaluation: redone when a run asks for it; a training file: the run retrained);
 - an evaluation file kept under its plain name in the run folder: moved aside (restored from its evaluation);
 - a file in evals/ that the manifest does not list (not written by clbench): moved aside, nothing redone;
 - a folder holding another run (its spec's key is not its name: copied or renamed): its files moved aside, the
@@ -29,6 +31,7 @@ RESTORE = "restored from its evaluation"
 ADOPTED = "a new manifest lists the files that read whole"
 RESTART = "the shard trains from the start"
 IGNORED = "nothing is redone (clbench never read it)"
+MOVED_WHOLE = "never gathered; `clbench verify --repair` moves the folder to the results' .aside/"
 
 
 @dataclass
@@ -45,6 +48,8 @@ def consequence(name: str, what: str = "") -> str:
     """What happens to a run when its file `name` is damaged (`what`: how; one of the phrases above)."""
     if what == runfiles.FOREIGN:
         return IGNORED
+    if what.startswith(runfiles.MISNAMED):
+        return MOVED_WHOLE
     if name in TRAINING_FILES:
         return RETRAIN
     if name == MODEL:
@@ -79,13 +84,14 @@ def repair(run_dir: Path, found: list[Damaged] | None = None) -> Repair:
             continue
         what = consequence(damage.name, damage.what)
         names = evaluation_files(damage.name) if what == REDO else [damage.name]
-        if what == REDO and not any((run_dir / n).exists() for n in names):
+        gone = damage.what.startswith(manifest.MISSING)  # deleted: only its manifest entry is left to drop
+        if what == REDO and not gone and not any((run_dir / n).exists() for n in names):
             done.actions.append(f"moved aside with its evaluation, {what}")  # with another file of it
             continue
         folder = manifest.move_aside(run_dir, names, damage.what)
         if what == ADOPTED:
             adopt(run_dir)
-        done.actions.append(f"moved to {folder}/, {what}")
+        done.actions.append(f"{'dropped from the manifest' if gone else f'moved to {folder}/'}, {what}")
         done.notes.append(f"{damage}: {done.actions[-1]}")
         done.retrain = done.retrain or what == RETRAIN
     if done.retrain:

@@ -173,8 +173,11 @@ def load_model(run_dir: Path, method: Any) -> None:
 def damages_results(damage: Damaged) -> bool:
     """Whether a damaged file spoils the run's results (its rows, or what they were computed from), so that tables
     leave the run out; a damaged model or manifest leaves the rows as they were."""
-    return damage.what.startswith(MISNAMED) or (
-        damage.what != FOREIGN and (damage.name in TRAINING_FILES or damage.name.startswith(EVALS + "/")))
+    if damage.what.startswith(MISNAMED):
+        return True
+    if damage.what == FOREIGN or damage.what.startswith(manifest.MISSING) and damage.name.startswith(EVALS + "/"):
+        return False  # never read; a deleted evaluation's rows are simply not there
+    return damage.name in TRAINING_FILES or damage.name.startswith(EVALS + "/")
 
 
 def problems(run_dir: Path, deep: bool = False) -> list[Damaged]:
@@ -239,14 +242,16 @@ def size_problems(run_dir: Path, listing: dict[str, Any] | None) -> list[Damaged
 def listed_problems(run_dir: Path, listing: dict[str, Any] | None, hashed: Callable[[str], bool],
                     trust_stat: bool) -> list[Damaged]:
     """The files `listing` (a run's manifest) names that are missing or of another size, or, for the names
-    `hashed` picks, of another hash (`manifest.check_entry`). Missing on purpose is not damage: a finished run's
-    checkpoint, a model deleted to save space (no-model), an evaluation killed before its file landed (redone)."""
+    `hashed` picks, of another hash (`manifest.check_entry`). A missing checkpoint is not damage (a finished run's
+    is deleted, and dropped from the listing, on purpose); a missing model or evaluation is (deleted by hand, or an
+    evaluation killed before its file landed): it costs the evaluations that need the model, or that evaluation
+    redone, never the run's results (`damages_results`)."""
     found = []
     for name, entry in sorted((listing or {}).get("files", {}).items()):
         try:
             manifest.check_entry(run_dir, name, entry, hash_it=hashed(name), trust_stat=trust_stat)
         except FileNotFoundError:
-            if name not in (CHECKPOINT, MODEL) and not name.startswith(EVALS + "/"):
+            if name != CHECKPOINT:
                 found.append(manifest.missing(run_dir, name, entry))
         except Damaged as damage:
             found.append(damage)

@@ -88,9 +88,15 @@ def locked(results_dir: Path) -> Iterator[None]:
         yield
 
 
-def finished_rows(results_dir: Path, left_out: list[manifest.Damaged] | None = None) -> list[dict[str, Any]]:
+LEFT_OUT = "left_out"  # the gathered table's attrs (kept in the Parquet file): damaged run key -> why
+LEFT_OUT_FIX = ("`clbench verify --repair` moves the damaged files aside (and the next `clbench run` of a shard whose "
+                "results they held retrains it)")
+
+
+def finished_rows(results_dir: Path, left_out: dict[str, str] | None = None) -> list[dict[str, Any]]:
     """Every row of every finished run under `results_dir`, ordered by run key; a run whose results are damaged
-    (`runfiles.damages_results`) is left out, with a warning naming the file (and added to `left_out`)."""
+    (`runfiles.damages_results`) is left out and added to `left_out` (run key -> its first damaged file): the
+    caller says so, once (`left_out_line`)."""
     rows: list[dict[str, Any]] = []
     for path in sorted(results_dir.glob(f"*/{ROWS}")):
         try:
@@ -104,12 +110,32 @@ def finished_rows(results_dir: Path, left_out: list[manifest.Damaged] | None = N
                 rows.extend(run_rows(path.parent, listing))
         except manifest.Damaged as damage:
             found = [damage]
-        if found:
-            log.warning("left out of the table: %s; `clbench verify --results-dir %s` lists the damage, `clbench "
-                        "run` repairs it", found[0], results_dir)
-            if left_out is not None:
-                left_out.append(found[0])
+        if found and left_out is not None:
+            left_out[path.parent.name] = str(found[0])
     return rows
+
+
+def left_out_line(left_out: dict[str, str], results_dir: Path, where: str = "the gathered table") -> str:
+    """One line (to print after `warning: `) naming the damaged runs `where` leaves out ('' for none), with the
+    first one's damage and the fix."""
+    if not left_out:
+        return ""
+    keys = sorted(left_out)
+    more = f" and {len(keys) - 1} more" if len(keys) > 1 else ""
+    return (f"{where} leaves out {len(keys)} damaged run(s): {left_out[keys[0]]}{more}; `clbench verify "
+            f"--results-dir {results_dir}` names each, {LEFT_OUT_FIX}")
+
+
+def table_left_out(results_dir: Path) -> dict[str, str]:
+    """The damaged runs the gathered table left out when it was gathered (its attrs), {} when none or unreadable."""
+    import pyarrow.parquet as pq
+
+    try:
+        attrs = json.loads(pq.read_schema(results_dir / TABLE).metadata[b"PANDAS_ATTRS"])
+    except Exception:  # missing, damaged, or written before the table kept them
+        return {}
+    found = attrs.get(LEFT_OUT) if isinstance(attrs, dict) else None
+    return {str(k): str(v) for k, v in found.items()} if isinstance(found, dict) else {}
 
 
 def is_collapsed_flag(value: Any) -> bool:
@@ -180,7 +206,9 @@ def gather(results_dir: Path) -> Path:
     with locked(results_dir):
         remove_temporaries(results_dir, TABLE)  # of gathers killed while holding the lock
         started = time.time()
-        frame = pd.DataFrame(finished_rows(results_dir))
+        left_out: dict[str, str] = {}
+        frame = pd.DataFrame(finished_rows(results_dir, left_out))
+        frame.attrs[LEFT_OUT] = left_out  # kept in the file: the run and the reports say it (`left_out_line`)
         with atomic_path(target) as tmp:
             frame.to_parquet(tmp, index=False)
             os.utime(tmp, (started, started))  # the table is as of its reading (see table_is_stale)

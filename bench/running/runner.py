@@ -25,6 +25,7 @@ from bench.running.grid import Axes, combinations
 from bench.running.machine_load import cpu_count  # also imported from here (bench.perf, tests)
 from bench.running.options import RunOptions
 from bench.running.shard import CHECKPOINT, ShardOutcome, ShardRequest, run_shard
+from bench.running.workers import _init_worker, pass_on, quiet_resource_tracker, worker_gpus  # noqa: F401 (tests)
 from bench.spec import RunSpec, TrainConfig, method_config
 
 log = logging.getLogger(__name__)
@@ -121,39 +122,6 @@ def plan(method_names: list[str], dataset_names: list[str], encoder_names: list[
     return shards
 
 
-def _die_with_parent(parent: int) -> None:
-    """Have Linux kill this worker when the sweep's main process dies (no orphans holding a GPU or racing a
-    re-run on the same shards); elsewhere a no-op."""
-    try:
-        import ctypes
-        import signal
-
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # 1 = PR_SET_PDEATHSIG
-    except (OSError, AttributeError):
-        return
-    if os.getppid() != parent:  # the parent died before the request was made
-        os._exit(1)
-
-
-def _init_worker(gpu_ids: Any, threads: int, parent: int | None = None, handle_signals: bool = False,
-                 load: float | None = None, threads_adapted: bool = False) -> None:
-    """Pin a pool worker to one GPU (via CUDA_VISIBLE_DEVICES) and a share of the CPU threads; it dies with
-    the main process. `handle_signals`: a SIGTERM or SIGINT stops its shard at a safe point (bench.results.stopping;
-    the main process passes its own on). `load`: the sweep's load before it trained (the rows' `load_avg_1m`);
-    `threads_adapted`: `threads` were lowered for that load (--adapt-threads; the rows' `threads_adapted`)."""
-    import torch
-
-    provenance.mark_start(load, threads_adapted)
-
-    if handle_signals:
-        stopping.install()
-    if parent is not None:
-        _die_with_parent(parent)
-    if gpu_ids is not None:
-        os.environ["CUDA_VISIBLE_DEVICES"] = str(gpu_ids.get())
-    torch.set_num_threads(threads)
-
-
 def in_process(jobs: int, shards_per_gpu: int, shards: int) -> bool:
     """Whether `execute` runs the shards in this process (else in a pool of worker processes)."""
     return max(jobs, shards_per_gpu) <= 1 or shards <= 1
@@ -178,15 +146,6 @@ def torch_threads(threads: int | None) -> Any:
 def _run_in_worker(shard: Shard, results_dir: Path, device: str, overwrite: bool,
                    request: ShardRequest) -> ShardOutcome:
     return run_shard(shard.spec, shard.data, results_dir, device, overwrite, progress=False, request=request)
-
-
-def worker_gpus(jobs: int, gpu_count: int, shards_per_gpu: int = 1) -> list[int | None]:
-    """The GPU of each pool worker (None: CPU). `shards_per_gpu` K > 1 asks for K workers per GPU (K on the
-    CPU when there is no GPU), or `jobs` workers if more; workers are dealt to GPUs round-robin."""
-    if shards_per_gpu < 1:
-        raise BenchError("--shards-per-gpu must be >= 1")
-    workers = max(jobs, max(gpu_count, 1) * shards_per_gpu) if shards_per_gpu > 1 else jobs
-    return [i % gpu_count if gpu_count else None for i in range(workers)]
 
 
 def execute(shards: list[Shard], results_dir: Path, jobs: int = 1, device: str = "auto",
@@ -234,6 +193,7 @@ def _execute(shards: list[Shard], results_dir: Path, jobs: int, device: str, ove
         return outcomes
     import torch
 
+    quiet_resource_tracker()
     context = multiprocessing.get_context("spawn")
     gpu_count = torch.cuda.device_count() if device in ("auto", "cuda") else 0
     slots = worker_gpus(jobs, gpu_count, shards_per_gpu)
@@ -295,19 +255,6 @@ def _execute(shards: list[Shard], results_dir: Path, jobs: int, device: str, ove
             for gpu in slots[:min(workers, len(pending))]:
                 gpu_ids.put(gpu)
     return outcomes
-
-
-def pass_on(pool: ProcessPoolExecutor, signum: int) -> None:
-    """Send a stop signal to the pool's worker processes (each stops its shard at a safe point)."""
-    try:
-        pids = list(getattr(pool, "_processes", None) or {})  # CPython's ProcessPoolExecutor: pid -> process
-    except RuntimeError:  # changed size while read: a worker is being started or has ended
-        pids = []
-    for pid in pids:
-        try:
-            os.kill(pid, signum)
-        except (ProcessLookupError, PermissionError):
-            pass
 
 
 def not_run(shard: Shard, reason: str) -> ShardOutcome:

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from bench.results import lease, repair, runfiles, store
+from bench.results import lease, manifest, repair, runfiles, store
 from bench.errors import BenchError
 
 SUBMISSIONS = ".slurm"  # under the results folder: one submitit folder per submission
@@ -89,7 +89,8 @@ def run_folders(results_dir: Path) -> dict[str, Path]:
     if not results_dir.is_dir():
         return {}
     return {p.name: p for p in sorted(results_dir.iterdir())
-            if p.is_dir() and not p.name.startswith(".") and any((p / f).is_file() for f in RUN_FILES)}
+            if p.is_dir() and not p.name.startswith(".")
+            and (any((p / f).is_file() for f in RUN_FILES) or emptied(p))}
 
 
 def decide(key: str, run_dir: Path | None, submitted: dict[str, Any] | None,
@@ -99,14 +100,14 @@ def decide(key: str, run_dir: Path | None, submitted: dict[str, Any] | None,
     has = (lambda name: run_dir is not None and (run_dir / name).is_file())
     job = submitted["job_id"] if submitted else ""
     if has(store.ROWS):
+        collapsed = is_collapsed(run_dir)  # type: ignore[arg-type]
+        holder = lease.read(run_dir)  # type: ignore[arg-type]
+        if holder is not None and not lease.stale_reason(holder):  # trained; its evaluators run now (files land)
+            return ShardStatus(key, "evaluating", f"trained; {holder.describe().replace('being trained', 'evaluated')}"
+                               + ("; " + COLLAPSED if collapsed else ""), job, collapsed)
         found = runfiles.problems(run_dir)  # type: ignore[arg-type]
         if found:
             return ShardStatus(key, "damaged", damage_reason(found), job)
-        collapsed = is_collapsed(run_dir)  # type: ignore[arg-type]
-        holder = lease.read(run_dir)  # type: ignore[arg-type]
-        if holder is not None and not lease.stale_reason(holder):  # trained; its evaluators run now
-            return ShardStatus(key, "evaluating", f"trained; {holder.describe().replace('being trained', 'evaluated')}"
-                               + ("; " + COLLAPSED if collapsed else ""), job, collapsed)
         return ShardStatus(key, "done", COLLAPSED if collapsed else "", job, collapsed)
     holder = lease.read(run_dir) if run_dir is not None else None
     stale = lease.stale_reason(holder) if holder is not None else ""
@@ -125,6 +126,9 @@ def decide(key: str, run_dir: Path | None, submitted: dict[str, Any] | None,
             return ShardStatus(key, "failed", error_reason(error_path), job)
     if submitted and scheduler is None:
         return ShardStatus(key, "unknown", f"{UNREACHABLE}; submitted as job {job}", job)
+    if not submitted and not has(store.SPEC) and not has(CHECKPOINT) and emptied(run_dir):
+        return ShardStatus(key, "damaged", f"emptied after damage (its files are in {emptied(run_dir)}/); the next "
+                                           "`clbench run` of this shard retrains it")
     progress = ("checkpoint present" if has(CHECKPOINT) else
                 "started, no checkpoint yet" if has(store.SPEC) else "not started")
     if submitted:
@@ -143,10 +147,22 @@ def decide(key: str, run_dir: Path | None, submitted: dict[str, Any] | None,
                                            "`clbench run --resume` continues it")
 
 
+def emptied(run_dir: Path | None) -> str:
+    """The latest damaged/<UTC time> folder of a run folder that holds nothing else ('' when it holds more, or no
+    damaged files): a run `clbench verify --repair` (or a killed retraining) left to be retrained."""
+    if run_dir is None or not (run_dir / manifest.DAMAGED).is_dir():
+        return ""
+    if any(e.name != manifest.DAMAGED and not lease.is_lease_file(e.name) for e in run_dir.iterdir()):
+        return ""
+    stamps = sorted(p.name for p in (run_dir / manifest.DAMAGED).iterdir())
+    return f"{manifest.DAMAGED}/{stamps[-1]}" if stamps else manifest.DAMAGED
+
+
 def damage_reason(found: list[Any]) -> str:
     """The status line of a damaged run: its first damaged file, what that means, how many more, the fix."""
     more = f" (+{len(found) - 1} more damaged file(s))" if len(found) > 1 else ""
-    return (f"{found[0]}: {repair.consequence(found[0].name)}{more}; `clbench run` repairs it, or `clbench verify "
+    what = repair.consequence(found[0].name, found[0].what)
+    return (f"{found[0]}: {what}{more}; `clbench run` repairs it, or `clbench verify "
             "--repair`")
 
 

@@ -108,8 +108,10 @@ def saved_classifier(spec: RunSpec, data: TextData, run_dir: Path, device_name: 
     """The run's classifier from its saved model; a BenchError saying why there is none (never saved, or moved
     aside as damaged: a model file that fails verification is moved aside now, `repair.model_damaged`)."""
     if not (run_dir / store.MODEL).is_file():
-        raise BenchError(runfiles.model_moved(run_dir) or "the run has no saved model (trained with --no-save-model "
-                         "or by an older version); re-run it with --overwrite")
+        moved = runfiles.model_moved(run_dir)  # moved aside as damaged, or deleted (dropped from its manifest)
+        raise BenchError(f"no saved model: {moved} (retrain the run with --overwrite)" if moved else
+                         "the run has no saved model (trained with --no-save-model or by an older version); re-run "
+                         "it with --overwrite")
     try:
         return load_run_classifier(run_dir, spec, data, resolve_device(device_name))
     except manifest.Damaged as damage:

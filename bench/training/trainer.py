@@ -355,7 +355,7 @@ class Trainer:
         except manifest.Damaged as damage:
             folder = manifest.move_aside(self.checkpoint.parent, [self.checkpoint.name], damage.what)
             self.checkpoint_note = f"{damage}: moved to {folder}/, trained from the start"
-            log.warning("%s: %s", self.desc, self.checkpoint_note)
+            log.debug("%s: %s", self.desc, self.checkpoint_note)  # said once, in the shard's outcome
             return 0
         self.method.load_state_dict(saved.pop("model"))
         optimizer.load_state_dict(saved.pop("optimizer"))
