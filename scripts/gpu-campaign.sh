@@ -5,7 +5,8 @@
 #   bash scripts/gpu-campaign.sh run PART --dry-run --out OUT            # anywhere: the same steps at toy scale
 #   bash scripts/gpu-campaign.sh report OUT...                           # the README's GPU tables
 # On the device (run without --dry-run) the carried wheels are installed into a scratch site first, and Python
-# is told not to import from the working directory, so that the installed clbench is the one that runs.
+# is told not to import from the working directory, so that the installed clbench is the one that runs (the
+# campaign itself, benchmarks/, is not installed: it is read from the checkout, placed after the site).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PYTHON=${PYTHON:-python3}
@@ -26,7 +27,8 @@ if [ "${1:-}" = run ]; then
     fi
     site=${CLBENCH_SITE:-/tmp/clbench-site}
     "$PYTHON" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target "$site" "${wheels[@]}"
-    export PYTHONPATH="$site${PYTHONPATH:+:$PYTHONPATH}" PYTHONSAFEPATH=1 PATH="$site/bin:$PATH"
+    # the checkout after the site: benchmarks/ (never installed) is read from it, clbench from the site
+    export PYTHONPATH="$site:$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONSAFEPATH=1 PATH="$site/bin:$PATH"
   fi
 fi
-exec "$PYTHON" -m bench.perf.campaign "$@"
+exec "$PYTHON" -m benchmarks.campaign "$@"

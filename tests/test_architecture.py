@@ -25,9 +25,10 @@ def lint(tree: Path) -> subprocess.CompletedProcess:
 
 
 def copy_tree(target: Path) -> Path:
-    """The package (with bench/methods, a link to methods/, copied as a folder) and pyproject.toml, copied to
-    `target`."""
-    shutil.copytree(ROOT / "bench", target / "bench", ignore=shutil.ignore_patterns("__pycache__"))
+    """The package (with bench/methods, a link to methods/, copied as a folder), the benchmarks beside it and
+    pyproject.toml, copied to `target`."""
+    for name in ("bench", "benchmarks"):
+        shutil.copytree(ROOT / name, target / name, ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copy(ROOT / "pyproject.toml", target)
     return target
 
@@ -36,7 +37,7 @@ def test_the_import_contracts_hold(tmp_path):
     result = lint(copy_tree(tmp_path))
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-2000:]
     for contract in ("No import circles", "Parts import downward only", "Reporting reads results only",
-                     "The shared vocabulary", "The command line is the top"):
+                     "The shared vocabulary", "The command line is the top", "The installed package never imports"):
         assert f"{contract}" in result.stdout
 
 
@@ -49,6 +50,9 @@ def test_the_import_contracts_hold(tmp_path):
                                                "no part BROKEN"),
     ("bench/results/store.py", "import bench.cli.main", "The command line is the top: only the programs import it BROKEN"),
     ("bench/registry.py", "import bench.catalog", "No import circles BROKEN"),
+    ("bench/running/tending.py", "import bench.running.shard", "No import circles BROKEN"),
+    ("bench/running/status.py", "import benchmarks.answers", "The installed package never imports the benchmarks beside "
+                                                            "it BROKEN"),
 ])
 def test_a_planted_import_breaks_its_contract(tmp_path, module, planted, broken):
     tree = copy_tree(tmp_path)

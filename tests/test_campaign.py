@@ -1,4 +1,4 @@
-"""The GPU campaign's runner, pack checks and command line (bench.perf.campaign), fast: steps are `sh -c` commands
+"""The GPU campaign's runner, pack checks and command line (benchmarks.campaign), fast: steps are `sh -c` commands
 or a fake run_step, packs are empty folders and small archives, nothing trains (the dry run end to end is tested
 elsewhere)."""
 
@@ -17,8 +17,8 @@ import pytest
 
 from bench.errors import BenchError
 from bench.results import store
-from bench.perf.campaign import archives, cli, layout, pack, runner, sizes, unpack
-from bench.perf.campaign.parts import (PAPER_CONFIG, PAPER_DATASETS, PARTS, TOY_DATASET, Part, Step, get_part,
+from benchmarks.campaign import archives, cli, layout, pack, runner, sizes, unpack
+from benchmarks.campaign.parts import (PAPER_CONFIG, PAPER_DATASETS, PARTS, TOY_DATASET, Part, Step, get_part,
                                        paper_part)
 from conftest import process_state
 
@@ -176,7 +176,7 @@ def test_run_part_fills_the_toy_arguments_and_records_each_step(fake_run, tmp_pa
     fake_run.on_call = check_record
     assert runner.run_part(part, out, ROOT, dry_run=True, budget_s=540) == 0
     results = str(tmp_path / "scratch" / "results")
-    assert [argv[1:] for argv, _ in fake_run.calls] == [["-m", "bench.perf", "toy-a", results],
+    assert [argv[1:] for argv, _ in fake_run.calls] == [["-m", "benchmarks", "toy-a", results],
                                                         ["-m", "bench", "toy-b"]]
     assert seen == [[], ["a"]]
     record = record_of(out)
@@ -184,7 +184,7 @@ def test_run_part_fills_the_toy_arguments_and_records_each_step(fake_run, tmp_pa
     a, b = record["steps"]
     assert a["status"] == "ok" and a["result"] == {"ran": str(tmp_path / "scratch" / "results")}  # perf: its JSON
     assert b["output_tail"] == json.dumps({"ran": "toy-b"})  # clbench's stdout is kept as text
-    assert a["command"] == "python -m bench.perf toy-a RESULTS" and b["command"] == "clbench toy-b"
+    assert a["command"] == "python -m benchmarks toy-a RESULTS" and b["command"] == "clbench toy-b"
     assert (out / "perf.log").read_text(encoding="utf-8").count("=== perf ") == 2
 
     assert runner.run_part(part, out, ROOT, dry_run=False, budget_s=540) == 0  # the full arguments, {prefix} too
@@ -542,7 +542,7 @@ def test_a_part_is_refused_when_the_working_tree_pushes_it_over_the_limit(tmp_pa
     out, err = capsys.readouterr()
     (line,) = [line for line in err.splitlines() if "over a limit" in line]
     assert "minilm/ is 10.00 MiB, more than the" not in err and "data-perf/ is 1.00" not in err
-    assert "note: paper-r8/ is 10.00 MiB, more than the 6.6 MiB recorded in bench/perf/campaign/sizes.py " \
+    assert "note: paper-r8/ is 10.00 MiB, more than the 6.6 MiB recorded in benchmarks/campaign/sizes.py " \
            "PACKED_MIB, which CI checks the parts against: update it" in err
     assert line == ("over a limit: part paper:r8 carries 64.5 MiB (working tree 24.5 + folders 40.0), over the 64 "
                     f"MiB a device call may carry: {sizes.HOW_TO_FIT}")
@@ -664,14 +664,14 @@ def test_wordnet_without_glosses_reads_the_same_synsets_lemmas_antonyms_and_coun
 
 
 def test_no_code_reads_a_wordnet_gloss_which_the_pack_leaves_out():
-    """The pack's WordNet has no glosses (bench.perf.campaign.archives): nothing may read them."""
+    """The pack's WordNet has no glosses (benchmarks.campaign.archives): nothing may read them."""
     import re
 
     readers = re.compile(r"\.(definition|examples)\(")
     found = [f"{path.relative_to(ROOT)}:{n}" for folder in ("bench", "methods") for path in (ROOT / folder).rglob("*.py")
              for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1) if readers.search(line)]
     assert not found, f"{found} read WordNet glosses, which the GPU campaign's pack leaves out: keep them in " \
-                      "(bench/perf/campaign/archives.py, wordnet_transform) or read something else"
+                      "(benchmarks/campaign/archives.py, wordnet_transform) or read something else"
 
 
 # ---------------------------------------------------------------------------------------------- the parts
@@ -733,7 +733,7 @@ def test_shown_commands_name_the_folders_instead_of_placeholders():
     assert export.endswith("--output OUT/PART-rows.csv")
     table = runner.shown(PARTS["paper:mr"].steps[2], dry_run=False)
     assert "--reports-dir REPORTS" in table
-    assert runner.shown(PARTS["perf"].steps[0], dry_run=True).startswith("python -m bench.perf graphs --dataset ")
+    assert runner.shown(PARTS["perf"].steps[0], dry_run=True).startswith("python -m benchmarks graphs --dataset ")
     assert runner.shown(PARTS["tests"].steps[0], dry_run=True).startswith("python -m pytest tests/")
     assert runner.slug("paper:mr") == "paper-mr"
 

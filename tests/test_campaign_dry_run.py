@@ -2,7 +2,7 @@
 vectors; no downloads, no MiniLM), every part's dry run through scripts/gpu-campaign.sh (one of them on the toy
 pack, as the device runs on the real one), and the report of what they returned. About three minutes.
 
-Then what each part's device call would carry (bench.perf.campaign.sizes) against the device's 64 MiB: this working
+Then what each part's device call would carry (benchmarks.campaign.sizes) against the device's 64 MiB: this working
 tree plus the folders' sizes recorded from the last full pack; and every paper part packed from fixture data sets
 (the real data's folders are checked by each full pack, which notes any larger than recorded)."""
 
@@ -20,8 +20,8 @@ import pytest
 
 from bench.attack.wordvectors import read_vectors_file
 from bench.data.cards import CARDS_DIR, parse_card
-from bench.perf.campaign import layout, sizes
-from bench.perf.campaign.parts import PAPER_DATASETS, PARTS
+from benchmarks.campaign import layout, sizes
+from benchmarks.campaign.parts import PAPER_DATASETS, PARTS
 
 REPO = Path(__file__).resolve().parents[1]
 SCRIPT = REPO / "scripts" / "gpu-campaign.sh"
@@ -170,7 +170,7 @@ def test_every_paper_part_packed_from_fixture_data_fits_its_recorded_sizes(tmp_p
     measured = json.loads((tmp_path / "pack" / layout.BASE / layout.MANIFEST).read_text())["mib"]
     made = [layout.WORDNET, *(layout.paper_folder(d) for d in PAPER_DATASETS)]
     larger = {f: measured[f] for f in made if measured[f] > sizes.PACKED_MIB[f]}
-    assert not larger, f"{larger}: update PACKED_MIB in bench/perf/campaign/sizes.py (MiB) with a full pack"
+    assert not larger, f"{larger}: update PACKED_MIB in benchmarks/campaign/sizes.py (MiB) with a full pack"
     folders = {**sizes.PACKED_MIB, **{f: measured[f] for f in made}}
     tree = sizes.tree_mib(REPO) or 0
     over = over_the_limit(folders, tree)

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from bench.errors import BenchError
-from bench.perf.campaign.report import render
+from benchmarks.campaign.report import render
 
 H100 = "NVIDIA H100 80GB HBM3"
 CPU = "CPU AMD EPYC, 2 threads"
@@ -27,17 +27,17 @@ def record(part: str, steps: list[dict], gpu: bool = True, dry_run: bool = False
 
 def step(name: str, status: str = "ok", command: str | None = None, **extra) -> dict:
     """One step of a record."""
-    return {"name": name, "command": command or f"python -m bench.perf {name} --x", "status": status,
+    return {"name": name, "command": command or f"python -m benchmarks {name} --x", "status": status,
             "exit_code": 0 if status == "ok" else 1, "seconds": 12.5, **extra}
 
 
 def method(seq: float, tflops: float, mfu: float | None, util: float | None, syncs: float | None = None) -> dict:
-    """One method's entry of bench.perf.mfu.throughput."""
+    """One method's entry of benchmarks.mfu.throughput."""
     return {"seq_per_s": seq, "tflops": tflops, "mfu": mfu, "gpu_utilisation_pct": util, "host_syncs_per_step": syncs}
 
 
 def report_result() -> dict:
-    """bench.perf.mfu.report's shape at batch 32 and 128."""
+    """benchmarks.mfu.report's shape at batch 32 and 128."""
     per_size = {
         "32": {"throughput": {"methods": {"ce": method(1234.5, 85.43, 0.2104, 87.5, 0.5),
                                           "clld-adaptive": method(640.0, 88.1, 0.0891, 90.0)}},
@@ -53,7 +53,7 @@ def report_result() -> dict:
 
 
 def short_texts_result(trec: tuple[float, float], mr: tuple[float, float]) -> dict:
-    """bench.perf.fast_path.short_texts's shape: (new, new+compile) ratios to old per dataset."""
+    """benchmarks.fast_path.short_texts's shape: (new, new+compile) ratios to old per dataset."""
     def one(ratios: tuple[float, float], tokens: float) -> dict:
         return {"mean_tokens": tokens,
                 "seq_per_s": {"old": 1000.0, "new": 1000 * ratios[0], "new+compile": 1000 * ratios[1]},
@@ -62,7 +62,7 @@ def short_texts_result(trec: tuple[float, float], mr: tuple[float, float]) -> di
 
 
 def compile_result(ce_s: float, clld_s: float) -> dict:
-    """bench.perf.compile.compile_bench's shape."""
+    """benchmarks.compile.compile_bench's shape."""
     def one(seconds: float) -> dict:
         return {"eager_step_seconds": 0.0412, "compiled_step_seconds": 0.0301, "speedup": 1.369,
                 "compile_seconds": seconds, "compilations": 3}
@@ -105,7 +105,7 @@ def test_a_gpu_record_shows_the_device_the_tables_and_each_target_met_or_not(tmp
     assert "| compile time < 60 s | ce 12.3 s, clld-adaptive 45.0 s | ✅ met |" in text
     assert "| ce | 41.2 | 30.1 | 1.37× | 12.3 | 3 |" in text
     assert "| 4 | 310 | 3.10 |" in text
-    assert "- `python -m bench.perf compile --x`" in text
+    assert "- `python -m benchmarks compile --x`" in text
     assert "- `profile`: timeout (exit code 1): stopped after 40 s, what was left of the part's budget" in text
     assert "- `shard-cost`: not in any record (not run)" in text
     assert "_not measured: the profile step timed out_" in text
@@ -130,10 +130,10 @@ def test_a_dry_run_on_a_cpu_says_it_is_not_gpu_figures_and_the_gpu_targets_do_no
 
 def test_a_part_re_run_with_only_one_step_is_merged_step_by_step(tmp_path):
     first = record("perf", perf_steps(compiled=compile_result(12.34, 45.0)), started="2026-11-25T10:00:00+00:00")
-    first["steps"][2] = step("short-texts", status="failed", command="python -m bench.perf short-texts --old")
-    again = record("perf", [step("short-texts", command="python -m bench.perf short-texts --again",
+    first["steps"][2] = step("short-texts", status="failed", command="python -m benchmarks short-texts --old")
+    again = record("perf", [step("short-texts", command="python -m benchmarks short-texts --again",
                                  result=short_texts_result((4.0, 5.0), (3.0, 1.0))),
-                            step("compile", status="failed", command="python -m bench.perf compile --again")],
+                            step("compile", status="failed", command="python -m benchmarks compile --again")],
                    started="2026-11-25T11:00:00+00:00")
     write(tmp_path / "a", "perf.json", first)
     write(tmp_path / "b", "perf.json", again)
@@ -141,8 +141,8 @@ def test_a_part_re_run_with_only_one_step_is_merged_step_by_step(tmp_path):
     assert "(2 record(s))" in text
     assert "| short texts: new / old ≥ 3 (trec, mr) | mr 3.00, trec 5.00 | ✅ met |" in text  # the re-run's
     assert "| compile time < 60 s | ce 12.3 s, clld-adaptive 45.0 s | ✅ met |" in text  # ok before, failed after
-    assert "- `python -m bench.perf short-texts --again` (run started 2026-11-25T11:00:00+00:00)" in text
-    assert "- `python -m bench.perf compile --x` (run started 2026-11-25T10:00:00+00:00)" in text
+    assert "- `python -m benchmarks short-texts --again` (run started 2026-11-25T11:00:00+00:00)" in text
+    assert "- `python -m benchmarks compile --x` (run started 2026-11-25T10:00:00+00:00)" in text
     assert "short-texts --old" not in text and "compile --again" not in text
     assert "- `short-texts`: failed" not in text
 

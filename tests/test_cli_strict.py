@@ -119,21 +119,21 @@ def test_full_options_still_parse():
 
 
 def test_the_benchmarks_refuse_abbreviations_too(capsys):
-    from bench.perf.cli import build_parser as perf_parser, main as perf_main
+    from benchmarks.cli import build_parser as perf_parser, main as perf_main
 
     parser = perf_parser()
     assert isinstance(parser, StrictParser) and parser.allow_abbrev is False
     # --steps 0 stops a parsed command before it measures anything
     assert perf_main(["overhead", "--method", "ce", "--steps", "0"]) == 2
     err = capsys.readouterr().err
-    assert err == "python -m bench.perf: error: unknown option --method: did you mean --methods? (options are " \
-                  "spelled in full; see `python -m bench.perf --help`)\n"
+    assert err == "python -m benchmarks: error: unknown option --method: did you mean --methods? (options are " \
+                  "spelled in full; see `python -m benchmarks --help`)\n"
     assert perf_main(["overhead", "--data", "x", "--steps", "0"]) == 2
     assert "did you mean --dataset or --datasets or --data-dir?" in capsys.readouterr().err
 
 
 def test_the_gpu_campaign_refuses_abbreviations_too(capsys, tmp_path):
-    from bench.perf.campaign.cli import build_parser as campaign_parser, main as campaign_main
+    from benchmarks.campaign.cli import build_parser as campaign_parser, main as campaign_main
 
     for path, parser in subcommands(campaign_parser()):
         assert isinstance(parser, StrictParser) and parser.allow_abbrev is False, path

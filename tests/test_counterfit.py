@@ -210,8 +210,8 @@ def test_textfooler_settings_tell_the_vector_sets_apart(tmp_path):
 def test_the_vectors_benchmark_reports_the_build_and_simlex_of_both_spaces(monkeypatch, capsys):
     import json
 
-    from bench.perf import main as perf_main
-    from bench.perf import vectors as vectors_module
+    from benchmarks import main as perf_main
+    from benchmarks import vectors as vectors_module
 
     monkeypatch.setattr(vectors_module, "glove_words_and_matrix", lambda: (WORDS, toy_vectors()))
     assert perf_main(["vectors", "--quiet"]) == 0

@@ -1,4 +1,4 @@
-"""The `data-scale` benchmark (bench.perf.data_scale) at a small scale: its dataset, its count of data copies, its
+"""The `data-scale` benchmark (benchmarks.data_scale) at a small scale: its dataset, its count of data copies, its
 probe in a sweep worker, and the whole command end to end. The 1M-row figures are measured by hand
 (docs/BENCHMARKS.md), never timed in a test."""
 
@@ -11,8 +11,8 @@ import pytest
 
 import bench.running.runner as runner
 from bench.data.loading import load_dataset
-from bench.perf import data_scale as ds
-from bench.perf.cli import main as perf_main
+from benchmarks import data_scale as ds
+from benchmarks.cli import main as perf_main
 from bench.running.shard import ShardRequest
 from bench.training.trainer import Trainer
 
@@ -69,4 +69,4 @@ def test_the_command_end_to_end(capsys):
 
 def test_too_few_rows_is_one_line(capsys):
     assert perf_main(["data-scale", "--rows", "5"]) == 2
-    assert capsys.readouterr().err.strip().splitlines() == ["python -m bench.perf: error: --rows must be >= 20, got 5"]
+    assert capsys.readouterr().err.strip().splitlines() == ["python -m benchmarks: error: --rows must be >= 20, got 5"]

@@ -5,6 +5,7 @@ only the module `clbench` (the Python API, bench.api, under the distribution's n
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -20,7 +21,7 @@ from conftest import ROOT
 def wheel(tmp_path_factory) -> Path:
     """A wheel built from a copy of the checkout (building in place would leave build/ in it)."""
     tree = tmp_path_factory.mktemp("tree")
-    for name in ("bench", "methods", "datasets"):
+    for name in ("bench", "methods", "datasets", "benchmarks"):  # benchmarks/ beside them: never in the wheel
         shutil.copytree(ROOT / name, tree / name, symlinks=True, ignore=shutil.ignore_patterns("__pycache__"))
     for name in ("pyproject.toml", "README.md", "clbench.py"):
         shutil.copy(ROOT / name, tree)
@@ -42,6 +43,16 @@ def test_the_wheel_holds_only_the_bench_package(wheel):
     constraints = ROOT / "bench" / "attack" / "constraints"   # counter-fitting's data and its licence
     assert {f"bench/attack/constraints/{p.name}" for p in constraints.iterdir()} <= set(names)
     assert "bench/attack/constraints/LICENSE.txt" in names
+
+
+def test_the_wheel_holds_no_benchmark_or_campaign_code(wheel):
+    """Guards issue 55: the suite's own benchmarks and the GPU campaign (benchmarks/, run from a checkout) are not
+    part of the installed product; no module of the wheel names them either."""
+    archive = zipfile.ZipFile(wheel)
+    modules = [n for n in archive.namelist() if n.endswith(".py")]
+    assert not [n for n in modules if "perf" in Path(n).parts or n.startswith("benchmarks/") or "campaign" in n]
+    importing = [n for n in modules if re.search(rb"^\s*(from|import) benchmarks\b", archive.read(n), re.M)]
+    assert not importing
 
 
 def test_after_installing_the_wheel_only_bench_methods_imports(wheel, tmp_path):

@@ -1,4 +1,4 @@
-"""The benchmarks of bench.perf: FLOP counts, peak lookup, wall-time estimates, and each benchmark end to end on
+"""The benchmarks of benchmarks: FLOP counts, peak lookup, wall-time estimates, and each benchmark end to end on
 tiny models (structure and keys only: benchmarks are run by hand, nothing is timed here)."""
 
 from __future__ import annotations
@@ -11,12 +11,12 @@ import numpy as np
 import pytest
 import torch
 
-from bench import perf
-from bench.perf import common as perf_common
+import benchmarks as perf
+from benchmarks import common as perf_common
 from bench.data.batching import Encoded, collate
 from bench.encoders.models import build_encoder
 from bench.errors import BenchError
-from bench.perf import gemm_tflops, main as perf_main, peak_tflops, throughput, training_flops
+from benchmarks import gemm_tflops, main as perf_main, peak_tflops, throughput, training_flops
 from bench.spec import RunSpec, TrainConfig
 from bench.running.walltime import makespan, shard_cost, step_time_seconds
 from bench.errors import install_extra
@@ -151,7 +151,7 @@ TINY = ["--encoder", "tiny-bert", "--max-length", "32", "--rounds", "1"]
 
 
 def run_perf(capsys, *argv) -> tuple[dict, str]:
-    """`python -m bench.perf ARGV` in-process: its parsed stdout (all of it JSON) and its stderr."""
+    """`python -m benchmarks ARGV` in-process: its parsed stdout (all of it JSON) and its stderr."""
     assert perf_main([str(a) for a in argv]) == 0
     captured = capsys.readouterr()
     return json.loads(captured.out), captured.err
@@ -181,9 +181,9 @@ def test_the_package_imports_lightly_and_re_exports_each_benchmark_function():
     import sys
     import types
 
-    code = "import sys, bench.perf; print(sorted(m for m in sys.modules if m.split('.')[0] in ('torch', 'methods')))"
+    code = "import sys, benchmarks; print(sorted(m for m in sys.modules if m.split('.')[0] in ('torch', 'methods')))"
     loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
-    assert loaded.strip() == "[]"   # `import bench.perf` loads no benchmark and no torch
+    assert loaded.strip() == "[]"   # `import benchmarks` loads no benchmark and no torch
     for name in perf.__all__:       # each re-export is the object its module defines (no submodule shadows it)
         value = getattr(perf, name)
         assert not isinstance(value, types.ModuleType) and name in dir(perf)
@@ -196,8 +196,8 @@ def test_python_m_bench_perf_runs_the_command_line():
     import subprocess
     import sys
 
-    done = subprocess.run([sys.executable, "-m", "bench.perf", "--help"], capture_output=True, text=True)
-    assert done.returncode == 0 and done.stdout.startswith("usage: python -m bench.perf")
+    done = subprocess.run([sys.executable, "-m", "benchmarks", "--help"], capture_output=True, text=True)
+    assert done.returncode == 0 and done.stdout.startswith("usage: python -m benchmarks")
     assert "short-texts" in done.stdout and "estimate (expected wall time" in done.stdout
 
 
@@ -398,7 +398,7 @@ def test_bad_arguments_exit_2_with_one_line(capsys, argv, message):
     assert perf_main(argv) == 2
     captured = capsys.readouterr()
     assert captured.out == "" and captured.err.count("\n") == 1
-    assert captured.err.startswith("python -m bench.perf: error:") and message in captured.err
+    assert captured.err.startswith("python -m benchmarks: error:") and message in captured.err
 
 
 def test_hf_trainer_without_accelerate_is_a_one_line_error(monkeypatch, capsys):
@@ -419,7 +419,7 @@ def test_hf_trainer_races_its_length_grouped_and_its_random_sampler(tiny, monkey
         from transformers import Trainer as HFTrainer, TrainingArguments
     except Exception as exc:  # noqa: BLE001 (any import failure of the optional baseline skips)
         pytest.skip(f"the Hugging Face Trainer cannot be imported: {exc}")
-    from bench.perf.hf_baseline import sampler_arguments
+    from benchmarks.hf_baseline import sampler_arguments
 
     samplers: list[str] = []
     real = HFTrainer._get_train_sampler
@@ -466,7 +466,7 @@ def test_slurm_benchmark_says_why_it_cannot_run_without_a_cluster(tmp_path, monk
 
 def test_the_slow_dataset_is_balanced_and_loads(tmp_path):
     from bench.data.loading import load_dataset
-    from bench.perf.slurm import slow_dataset
+    from benchmarks.slurm import slow_dataset
 
     data = load_dataset(str(slow_dataset(tmp_path / "slow", 90, 27)), None, 0, 0.1)
     assert len(data.train) + len(data.validation) == 90 and len(data.test) == 27
@@ -500,7 +500,7 @@ def write_demo_folder(folder, accuracies=(0.6, 0.8), collapsed=(False, False), e
 
 
 def test_demo_report_times_each_shard_against_the_budget_and_checks_the_comparison(tmp_path):
-    from bench.perf.demo import BUDGET_SECONDS, demo_report
+    from benchmarks.demo import BUDGET_SECONDS, demo_report
 
     write_demo_folder(tmp_path)
     report = demo_report(tmp_path, 100.0, 123.456, "a\nb\nc\n")
@@ -518,7 +518,7 @@ def test_demo_report_times_each_shard_against_the_budget_and_checks_the_comparis
 
 
 def test_demo_report_flags_a_collapsed_shard_equal_accuracies_and_a_blown_budget(tmp_path):
-    from bench.perf.demo import demo_report
+    from benchmarks.demo import demo_report
 
     write_demo_folder(tmp_path / "a", accuracies=(0.7, 0.7), collapsed=(False, True))
     report = demo_report(tmp_path / "a", 200.0, 1.0, "")
@@ -532,7 +532,7 @@ def test_demo_runs_bench_run_alone_in_an_empty_folder_without_the_callers_folder
     import subprocess
     from pathlib import Path
 
-    from bench.perf import demo as demo_module
+    from benchmarks import demo as demo_module
 
     monkeypatch.setenv("BENCH_DATA_DIR", str(tmp_path / "data"))
     calls = []
@@ -564,7 +564,7 @@ def test_demo_runs_bench_run_alone_in_an_empty_folder_without_the_callers_folder
 
 
 def test_demo_is_a_benchmark_of_the_command_line(monkeypatch, capsys):
-    from bench.perf.demo import demo
+    from benchmarks.demo import demo
 
     assert "demo" in perf.COMMANDS and perf.COMMANDS["demo"] is demo
     monkeypatch.setitem(perf.COMMANDS, "demo", lambda args: {"benchmark": "demo", "quiet": args.quiet})
@@ -585,13 +585,13 @@ def test_floor_times_the_tfidf_floor_against_its_first_configuration(capsys, tin
 
 
 def test_the_answers_benchmarks_synthetic_archive_loads_as_finished_runs(tmp_path):
-    """`python -m bench.perf answers` measures the page of a synthetic archive made from one real run folder: its
+    """`python -m benchmarks answers` measures the page of a synthetic archive made from one real run folder: its
     runs load as results (methods x datasets x seeds, one knob combination each here), each run's accuracy row
     agrees with its predictions, and --runs defaults to 2,000 for answers (1,000 for verify-cost)."""
     import gzip
 
-    from bench.perf.answers import SYNTHETIC_DATASETS, SYNTHETIC_METHODS, synthetic_archive
-    from bench.perf.cli import build_parser, resolve
+    from benchmarks.answers import SYNTHETIC_DATASETS, SYNTHETIC_METHODS, synthetic_archive
+    from benchmarks.cli import build_parser, resolve
     from bench.reporting.resultsview import load_results
     from test_html_report import CE1, fill
 

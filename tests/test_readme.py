@@ -57,7 +57,7 @@ def test_the_demo_set_is_described_as_its_card_says():
 
 
 def test_commands_are_spelled_clbench():
-    """`bench` is also frappe-bench's command: the pages name the commands `clbench` (`python -m bench.perf`
+    """`bench` is also frappe-bench's command: the pages name the commands `clbench` (`python -m benchmarks`
     is a module, not the command)."""
     old = re.compile(rf"(?<![\w./$-])(?<!-m )bench ({COMMANDS})\b")
     found = [f"{page.relative_to(ROOT)}:{i}" for page in PAGES

@@ -5,7 +5,7 @@ every test here is skipped with the reason (a failure instead when BENCH_REQUIRE
 SLURM holds a requeued job for about two minutes before it may start again (its BeginTime); the tests bring that
 start forward to 10 s after the requeue with `scontrol update StartTime=now` (the `hurried` fixture) -- what
 happens after the hold is what they check.
-`python -m bench.perf slurm` measures the real delays."""
+`python -m benchmarks slurm` measures the real delays."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ import pytest
 
 pytest.importorskip("submitit")
 
-from bench.perf.slurm import (cluster_problem, hurry_requeued, restarts, slow_dataset, task_spans,  # noqa: E402
+from benchmarks.slurm import (cluster_problem, hurry_requeued, restarts, slow_dataset, task_spans,  # noqa: E402
                               wait_for)
 from conftest import FAST  # noqa: E402
 

@@ -395,6 +395,6 @@ def spacy_check() -> Check:
 
 
 def accelerate_check() -> Check:
-    """accelerate (the extra `perf`), which the Hugging Face Trainer baseline of bench.perf needs."""
-    return extra_check("accelerate", "accelerate", "accelerate", "the hf-trainer baseline of python -m bench.perf",
+    """accelerate (the extra `perf`), which the Hugging Face Trainer baseline of benchmarks needs."""
+    return extra_check("accelerate", "accelerate", "accelerate", "the hf-trainer baseline of python -m benchmarks",
                        install_extra("perf"))

@@ -74,7 +74,7 @@ def run_options(args: argparse.Namespace, check_encoders: bool = True) -> RunOpt
 
     Everything that can be checked without torch is checked first (`checked_run_options`), so that a mistake
     fails in a second; only then is the shard request built.
-    `check_encoders=False` leaves out the check that each encoder can be loaded (`bench.perf estimate` counts
+    `check_encoders=False` leaves out the check that each encoder can be loaded (`benchmarks estimate` counts
     with a stand-in of the same shape)."""
     return with_request(*checked_run_options(args, check_encoders))
 

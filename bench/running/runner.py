@@ -22,7 +22,7 @@ from bench.errors import BenchError
 from bench.registry import DATASETS, METHODS
 from bench.running import machine_load, provenance
 from bench.running.grid import Axes, combinations
-from bench.running.machine_load import cpu_count  # also imported from here (bench.perf, tests)
+from bench.running.machine_load import cpu_count  # also imported from here (benchmarks, tests)
 from bench.running.options import RunOptions
 from bench.running.shard import CHECKPOINT, ShardOutcome, ShardRequest, run_shard
 from bench.running.workers import _init_worker, pass_on, quiet_resource_tracker, worker_gpus  # noqa: F401 (tests)

@@ -3,7 +3,7 @@
 A shard's FLOPs are counted from the real data: every training text tokenised and truncated as in training,
 `training_flops` per example (6 N T + 12 L d T^2), times the encoder passes the method needs per example,
 plus its validation passes (forward only, a third of a training pass) and one test pass. Dividing by an
-achieved rate (TFLOP/s measured by `python -m bench.perf throughput`, or a peak times an assumed MFU) gives
+achieved rate (TFLOP/s measured by `python -m benchmarks throughput`, or a peak times an assumed MFU) gives
 seconds; shards are then packed onto N devices longest first (the makespan is the sweep's wall time there).
 Against finished runs (`--results-dir`), the estimate is set beside the measured epoch times to calibrate it.
 """

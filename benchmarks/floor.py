@@ -14,7 +14,7 @@ from bench.data.bounds import TextBound, bound_data
 from bench.data.loading import load_dataset
 from bench.data.textdata import TextData
 from bench.evaluators import tfidf
-from bench.perf.common import say
+from benchmarks.common import say
 from bench.spec import TrainConfig
 
 

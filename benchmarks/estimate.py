@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.errors import BenchError
-from bench.perf.common import PEAK_BF16_TFLOPS
+from benchmarks.common import PEAK_BF16_TFLOPS
 from bench.running.walltime import (format_hours, makespan, measured_epoch_seconds, shard_cost, split_flops,
                                     step_time_seconds)
 

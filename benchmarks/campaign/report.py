@@ -13,9 +13,9 @@ from typing import Any
 import pandas as pd
 
 from bench.errors import BenchError
-from bench.perf.campaign.formatting import DASH, fixed, pct, real, sig, table, verdict
-from bench.perf.campaign.report_graphs import graphs_lines, graphs_targets
-from bench.perf.campaign.parts import PARTS
+from benchmarks.campaign.formatting import DASH, fixed, pct, real, sig, table, verdict
+from benchmarks.campaign.report_graphs import graphs_lines, graphs_targets
+from benchmarks.campaign.parts import PARTS
 from bench.reporting.collapsed import collapsed_keys
 
 METHODS = ("ce", "clld-adaptive")           # the methods of `report`'s throughput table

@@ -20,7 +20,7 @@ import numpy as np
 import torch
 
 from bench.data.batching import length_grouped_batches, to_device
-from bench.perf.common import device_name, prepare, rotated, round_line, say, sync
+from benchmarks.common import device_name, prepare, rotated, round_line, say, sync
 from bench.training.graphs import tensor_learning_rates
 
 TARGETS = {"bert-base-random": {32: 3.5, 128: 1.0}, "minilm": {32: 5.0}}  # encoder -> batch -> speed-up (issue 43)
@@ -155,7 +155,7 @@ def busy_share(run_round: Any, device: torch.device) -> float | None:
     """The share of one round's wall time in which a GPU kernel ran (None on a CPU)."""
     if device.type != "cuda":
         return None
-    from bench.perf.profile import busy_seconds, device_kernels
+    from benchmarks.profile import busy_seconds, device_kernels
 
     activities = [torch.profiler.ProfilerActivity.CPU, torch.profiler.ProfilerActivity.CUDA]
     with torch.profiler.profile(activities=activities) as prof:
@@ -166,7 +166,7 @@ def busy_share(run_round: Any, device: torch.device) -> float | None:
 def shard_end_to_end(args: argparse.Namespace) -> dict[str, Any]:
     """One real shard of the first method, `clbench run` in a fresh process, with --cuda-graphs off and auto: wall
     and training seconds, test accuracy and what each row recorded."""
-    from bench.perf.fixed_cost import launch
+    from benchmarks.fixed_cost import launch
 
     shard_args = copy.copy(args)
     shard_args.batch_size = args.batch_size_list[0]

@@ -29,10 +29,11 @@ from pathlib import Path
 
 import numpy as np
 
+import bench
 from bench.errors import BenchError
-from bench.perf.common import say
+from benchmarks.common import say
 
-ARCHIVES = Path(__file__).resolve().parents[2] / "docs" / "results"
+ARCHIVES = Path(__file__).resolve().parents[1] / "docs" / "results"  # benchmarks/ sits in the checkout's root
 TARGETS = {"compare_issue41": 2.5, "page_issue30_cold": 8.0, "page_issue30_warm": 3.0, "page_synthetic_cold": 30.0,
            "demo_rerun": 2.0, "demo_status": 2.0, "demo_verify": 2.0, "demo_results": 2.0, "demo_compare": 2.0,
            "bad_input": 1.0, "rerun_100_shards": 2.0}
@@ -139,7 +140,7 @@ def answers(args: argparse.Namespace) -> dict:
     rounds = max(1, int(getattr(args, "rounds", 3) or 3))
     runs = int(getattr(args, "runs", 2000) or 2000)
     measured: dict[str, dict] = {}
-    compileall.compile_dir(str(Path(__file__).resolve().parents[1]), quiet=1)
+    compileall.compile_dir(str(Path(bench.__file__).resolve().parent), quiet=1)  # the package the commands run
     with tempfile.TemporaryDirectory(prefix="bench-answers-") as temp:
         work = Path(temp)
         issue41 = extracted("issue41-sst2-draws", work)

@@ -14,8 +14,8 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from bench.errors import BenchError
-from bench.perf.campaign import layout
-from bench.perf.campaign.parts import TOY_DATASET, Part
+from benchmarks.campaign import layout
+from benchmarks.campaign.parts import TOY_DATASET, Part
 
 TOY_DIM = 8  # toy vectors: few dimensions, so that a small vocabulary has neighbours above the cosine threshold
 

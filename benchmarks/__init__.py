@@ -1,4 +1,4 @@
-"""Benchmarks of the harness itself: `python -m bench.perf COMMAND` (`--help` lists the commands) measures one
+"""Benchmarks of the harness itself: `python -m benchmarks COMMAND` (`--help` lists the commands) measures one
 thing and reports it as JSON on stdout, as a ratio against a baseline measured in the same run where there is one.
 
 One module per job:
@@ -19,8 +19,8 @@ One module per job:
     demo         demo: `clbench run` with no arguments (a new user's first command) against its 3-minute budget
     vectors      vectors: counter-fitting GloVe for TextFooler, timed, and SimLex-999 before and after
 
-The names of those modules (and `training_flops` of bench.running.walltime) are importable from `bench.perf` itself; they
-are imported on first use, so `import bench.perf` loads neither a benchmark nor torch.
+The names of those modules (and `training_flops` of bench.running.walltime) are importable from `benchmarks` itself; they
+are imported on first use, so `import benchmarks` loads neither a benchmark nor torch.
 """
 
 from __future__ import annotations
@@ -29,27 +29,27 @@ import importlib
 from typing import Any
 
 _EXPORTS: dict[str, tuple[str, ...]] = {
-    "bench.perf.cli": ("PROG", "COMMANDS", "UsageError", "Parser", "whole_numbers", "resolve", "build_parser",
+    "benchmarks.cli": ("PROG", "COMMANDS", "UsageError", "Parser", "whole_numbers", "resolve", "build_parser",
                        "main"),
-    "bench.perf.common": ("say", "one_line", "cache_folder", "remove_cache_folder", "build_method", "Prepared",
+    "benchmarks.common": ("say", "one_line", "cache_folder", "remove_cache_folder", "build_method", "Prepared",
                           "prepare", "sync", "timed", "constant_schedule", "trainer_epoch", "rotated", "round_line",
                           "summarise", "device_name", "PEAK_BF16_TFLOPS", "peak_tflops", "unique_graphs",
                           "stdout_to_stderr"),
-    "bench.perf.loops": ("minimal_loop", "overhead", "padding", "methods_step", "encoder_work"),
-    "bench.perf.hf_baseline": ("hf_trainer_epoch", "hf_trainer"),
-    "bench.perf.mfu": ("throughput", "host_syncs", "significant", "gemm_tflops", "gpu_utilisation", "MFU_TARGETS",
+    "benchmarks.loops": ("minimal_loop", "overhead", "padding", "methods_step", "encoder_work"),
+    "benchmarks.hf_baseline": ("hf_trainer_epoch", "hf_trainer"),
+    "benchmarks.mfu": ("throughput", "host_syncs", "significant", "gemm_tflops", "gpu_utilisation", "MFU_TARGETS",
                        "HF_RATIO_TARGET", "report", "targets"),
-    "bench.perf.fast_path": ("old_collate", "OLD_LOG_EVERY", "old_epoch", "short_texts", "short_texts_one"),
-    "bench.perf.concurrency": ("shard_worker", "launch_shards", "shards"),
-    "bench.perf.demo": ("demo_report", "BUDGET_SECONDS"),  # not `demo`: bench.perf.demo is its module
-    "bench.perf.fixed_cost": ("shard_cost", "grid_cost", "run_parts", "all_parts"),
-    "bench.perf.compile": ("compile_bench", "compile_one"),
-    "bench.perf.profile": ("device_kernels", "busy_seconds", "self_time_us", "top_ops", "host_ops"),  # not `profile`:
-    # bench.perf.profile is its module (as with demo)
-    "bench.perf.estimate": ("run_estimate",),
-    "bench.perf.slurm": ("slurm_bench", "slow_dataset", "cluster_problem", "hurry_requeued", "task_spans",
+    "benchmarks.fast_path": ("old_collate", "OLD_LOG_EVERY", "old_epoch", "short_texts", "short_texts_one"),
+    "benchmarks.concurrency": ("shard_worker", "launch_shards", "shards"),
+    "benchmarks.demo": ("demo_report", "BUDGET_SECONDS"),  # not `demo`: benchmarks.demo is its module
+    "benchmarks.fixed_cost": ("shard_cost", "grid_cost", "run_parts", "all_parts"),
+    "benchmarks.compile": ("compile_bench", "compile_one"),
+    "benchmarks.profile": ("device_kernels", "busy_seconds", "self_time_us", "top_ops", "host_ops"),  # not `profile`:
+    # benchmarks.profile is its module (as with demo)
+    "benchmarks.estimate": ("run_estimate",),
+    "benchmarks.slurm": ("slurm_bench", "slow_dataset", "cluster_problem", "hurry_requeued", "task_spans",
                          "restarts"),
-    "bench.perf.vectors": ("vectors_bench",),
+    "benchmarks.vectors": ("vectors_bench",),
     "bench.running.walltime": ("training_flops", "INHERENT_PASSES"),
 }
 _HOME = {name: module for module, names in _EXPORTS.items() for name in names}
@@ -58,7 +58,7 @@ __all__ = sorted(_HOME)
 
 
 def __getattr__(name: str) -> Any:
-    """`bench.perf.NAME`: NAME from the module that defines it, imported now (then kept here)."""
+    """`benchmarks.NAME`: NAME from the module that defines it, imported now (then kept here)."""
     module = _HOME.get(name)
     if module is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

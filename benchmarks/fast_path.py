@@ -16,7 +16,7 @@ import numpy as np
 import torch
 
 from bench.data.batching import Encoded, length_grouped_batches
-from bench.perf.common import (constant_schedule, device_name, prepare, rotated, round_line, say, sync,
+from benchmarks.common import (constant_schedule, device_name, prepare, rotated, round_line, say, sync,
                                trainer_epoch, unique_graphs)
 from bench.training.trainer import Trainer
 from bench.methods.base import Progress

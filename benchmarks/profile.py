@@ -16,7 +16,7 @@ import torch
 import torch.profiler
 from torch.autograd import DeviceType
 
-from bench.perf.common import constant_schedule, prepare, say, sync, trainer_epoch
+from benchmarks.common import constant_schedule, prepare, say, sync, trainer_epoch
 
 TOP_OPS = 10
 

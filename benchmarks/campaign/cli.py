@@ -1,4 +1,4 @@
-"""The campaign's command line: `pack DIR`, `run PART`, `report DIR...` (see bench.perf.campaign)."""
+"""The campaign's command line: `pack DIR`, `run PART`, `report DIR...` (see benchmarks.campaign)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 
 from bench.cli.common import StrictParser
 from bench.errors import BenchError
-from bench.perf.campaign.parts import PART_BUDGET_S, PARTS, get_part
+from benchmarks.campaign.parts import PART_BUDGET_S, PARTS, get_part
 
 PROG = "bash scripts/gpu-campaign.sh"
 
@@ -47,12 +47,12 @@ def main(argv: list[str] | None = None) -> int:
     try:
         args = build_parser().parse_args(argv)
         if args.command == "pack":
-            from bench.perf.campaign.pack import build_pack
+            from benchmarks.campaign.pack import build_pack
 
             return build_pack(args.dir, args.data_dir, [p for p in args.parts.split(",") if p], args.word_vectors,
                               download=not args.no_download, minilm=not args.no_minilm)
         if args.command == "run":
-            from bench.perf.campaign.runner import run_part
+            from benchmarks.campaign.runner import run_part
 
             try:
                 part = get_part(args.part)
@@ -60,7 +60,7 @@ def main(argv: list[str] | None = None) -> int:
                 raise BenchError(exc.args[0]) from None
             only = [s for s in args.only.split(",") if s] if args.only else None
             return run_part(part, args.out, Path.cwd(), args.dry_run, args.pack, args.budget_s, only, args.scratch)
-        from bench.perf.campaign.report import render
+        from benchmarks.campaign.report import render
 
         text = render(args.dirs)
         if args.output:

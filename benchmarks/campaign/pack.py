@@ -1,5 +1,5 @@
-"""`pack DIR`: the folders a device call carries (bench.perf.campaign.layout), each under 60 MiB and each part's
-set under the 64 MiB a call may carry with the working tree (bench.perf.campaign.sizes), then the `carry` list and
+"""`pack DIR`: the folders a device call carries (benchmarks.campaign.layout), each under 60 MiB and each part's
+set under the 64 MiB a call may carry with the working tree (benchmarks.campaign.sizes), then the `carry` list and
 command of every part, and what each part carries against that limit.
 
 - base/: the clbench wheel built from this working tree, manifest.json, and site.tar.xz: nltk's wheel unzipped (the
@@ -9,7 +9,7 @@ command of every part, and what each part carries against that limit.
 - wordnet/: the WordNet dict files nltk reads (not the verb sentences; no glosses), as wordnet.tar.xz in nltk's layout
 - data-perf/: 20ng, trec and mr; paper-<dataset>/: the data set (and its contrast set), and vectors.npz, the
   attack's word vectors cut to the rows an attack on that dataset's attacked sample can reach (exact rows); each
-  as data.tar.xz and vectors.tar.xz (bench.perf.campaign.archives says how they are compressed)
+  as data.tar.xz and vectors.tar.xz (benchmarks.campaign.archives says how they are compressed)
 
 Third-party wheels are the versions installed here, for CPython 3.12 on manylinux x86-64 (the device image)."""
 
@@ -27,9 +27,9 @@ from importlib import metadata
 from pathlib import Path
 
 from bench.errors import BenchError
-from bench.perf.campaign import archives, layout, sizes
-from bench.perf.campaign.parts import ATTACK_N, PARTS, Part
-from bench.perf.campaign.runner import shown
+from benchmarks.campaign import archives, layout, sizes
+from benchmarks.campaign.parts import ATTACK_N, PARTS, Part
+from benchmarks.campaign.runner import shown
 
 SITE_PACKAGES = ("nltk",)  # pure Python, lacking on the device: base/site.tar.xz, put on PYTHONPATH there
 TEST_WHEELS = ("submitit", "import-linter", "grimp", "datasets", "dill", "multiprocess")

@@ -1,26 +1,26 @@
 """Benchmarks of the harness itself, each reported as a ratio against a baseline measured in the same run.
 
-    python -m bench.perf overhead --dataset mr --data-dir DATA     # Trainer vs a minimal loop
-    python -m bench.perf padding  --dataset mr --data-dir DATA     # length grouping + dynamic padding
-    python -m bench.perf methods  --dataset mr --data-dir DATA     # step time of every method vs ce
-    python -m bench.perf hf-trainer --dataset mr --data-dir DATA   # our Trainer vs Hugging Face Trainer
-    python -m bench.perf throughput --encoder bert-base-random ...           # ce / clld seq/s, TFLOP/s, MFU, GPU use
-    python -m bench.perf report --dataset 20ng --data-dir DATA     # the GPU targets at batch 32 and 128
-    python -m bench.perf short-texts --data-dir DATA               # trec, mr: the old loop vs the fast path
-    python -m bench.perf shards --concurrency 1,2,4 ...                      # K training processes sharing one device
-    python -m bench.perf shard-cost --dataset trec --data-dir DATA # the fixed cost of a real shard in a worker
-    python -m bench.perf grid-cost --dataset sst2 --data-dir DATA  # a few-shot knob grid: wall vs training
-    python -m bench.perf compile --methods ce,clld-adaptive ...              # eager vs torch.compile step time
-    python -m bench.perf graphs --dataset 20ng --data-dir DATA --encoder bert-base-random  # eager vs CUDA graphs
-    python -m bench.perf profile --dataset 20ng --data-dir DATA --encoder bert-base-random  # one ce step under the PyTorch profiler
-    python -m bench.perf estimate --config configs/clld-table2.yaml ...      # expected wall time of a sweep
-    python -m bench.perf slurm --slurm-shards 30                             # submission and requeue costs
-    python -m bench.perf demo                                                # `clbench run` alone vs its 3 minutes
-    python -m bench.perf vectors                                             # counter-fitting GloVe, SimLex-999
-    python -m bench.perf data-scale --rows 1000000                           # load 1M short rows; copies per worker
-    python -m bench.perf verify-cost --runs 1000                             # verifying stored files vs a no-op re-run
-    python -m bench.perf floor --datasets demo,sst2,20ng --data-dir DATA     # the TF-IDF floor vs its first version
-    python -m bench.perf answers --runs 2000                                 # commands that train nothing: CPU seconds
+    python -m benchmarks overhead --dataset mr --data-dir DATA     # Trainer vs a minimal loop
+    python -m benchmarks padding  --dataset mr --data-dir DATA     # length grouping + dynamic padding
+    python -m benchmarks methods  --dataset mr --data-dir DATA     # step time of every method vs ce
+    python -m benchmarks hf-trainer --dataset mr --data-dir DATA   # our Trainer vs Hugging Face Trainer
+    python -m benchmarks throughput --encoder bert-base-random ...           # ce / clld seq/s, TFLOP/s, MFU, GPU use
+    python -m benchmarks report --dataset 20ng --data-dir DATA     # the GPU targets at batch 32 and 128
+    python -m benchmarks short-texts --data-dir DATA               # trec, mr: the old loop vs the fast path
+    python -m benchmarks shards --concurrency 1,2,4 ...                      # K training processes sharing one device
+    python -m benchmarks shard-cost --dataset trec --data-dir DATA # the fixed cost of a real shard in a worker
+    python -m benchmarks grid-cost --dataset sst2 --data-dir DATA  # a few-shot knob grid: wall vs training
+    python -m benchmarks compile --methods ce,clld-adaptive ...              # eager vs torch.compile step time
+    python -m benchmarks graphs --dataset 20ng --data-dir DATA --encoder bert-base-random  # eager vs CUDA graphs
+    python -m benchmarks profile --dataset 20ng --data-dir DATA --encoder bert-base-random  # one ce step under the PyTorch profiler
+    python -m benchmarks estimate --config configs/clld-table2.yaml ...      # expected wall time of a sweep
+    python -m benchmarks slurm --slurm-shards 30                             # submission and requeue costs
+    python -m benchmarks demo                                                # `clbench run` alone vs its 3 minutes
+    python -m benchmarks vectors                                             # counter-fitting GloVe, SimLex-999
+    python -m benchmarks data-scale --rows 1000000                           # load 1M short rows; copies per worker
+    python -m benchmarks verify-cost --runs 1000                             # verifying stored files vs a no-op re-run
+    python -m benchmarks floor --datasets demo,sst2,20ng --data-dir DATA     # the TF-IDF floor vs its first version
+    python -m benchmarks answers --runs 2000                                 # commands that train nothing: CPU seconds
 
 Rounds alternate between the variants so that machine noise hits both alike; the medians are compared.
 Models are set up as a real shard sets them up: deterministic kernels on a CPU only, the Trainer's length bucket
@@ -38,31 +38,31 @@ from typing import Callable
 
 import torch
 
-from bench.cli.common import StrictParser, UsageError  # noqa: F401 (UsageError: re-exported by bench.perf)
+from bench.cli.common import StrictParser, UsageError  # noqa: F401 (UsageError: re-exported by benchmarks)
 from bench.errors import BenchError
-from bench.perf.answers import answers
-from bench.perf.common import PEAK_BF16_TFLOPS, device_name, stdout_to_stderr
-from bench.perf.compile import compile_bench
-from bench.perf.concurrency import shards
-from bench.perf.data_scale import data_scale
-from bench.perf.estimate import run_estimate
-from bench.perf.fast_path import short_texts
-from bench.perf.floor import floor_bench
-from bench.perf.demo import demo
-from bench.perf.graphs import graphs_bench
-from bench.perf.fixed_cost import GRID_AXES, GRID_METHODS, grid_cost, shard_cost
-from bench.perf.hf_baseline import hf_trainer
-from bench.perf.loops import methods_step, overhead, padding
-from bench.perf.mfu import report, throughput
-from bench.perf.profile import profile
-from bench.perf.slurm import slurm_bench
-from bench.perf.vectors import vectors_bench
-from bench.perf.verify_cost import verify_cost
+from benchmarks.answers import answers
+from benchmarks.common import PEAK_BF16_TFLOPS, device_name, stdout_to_stderr
+from benchmarks.compile import compile_bench
+from benchmarks.concurrency import shards
+from benchmarks.data_scale import data_scale
+from benchmarks.estimate import run_estimate
+from benchmarks.fast_path import short_texts
+from benchmarks.floor import floor_bench
+from benchmarks.demo import demo
+from benchmarks.graphs import graphs_bench
+from benchmarks.fixed_cost import GRID_AXES, GRID_METHODS, grid_cost, shard_cost
+from benchmarks.hf_baseline import hf_trainer
+from benchmarks.loops import methods_step, overhead, padding
+from benchmarks.mfu import report, throughput
+from benchmarks.profile import profile
+from benchmarks.slurm import slurm_bench
+from benchmarks.vectors import vectors_bench
+from benchmarks.verify_cost import verify_cost
 from bench.registry import METHODS
 from bench.running.walltime import INHERENT_PASSES
 
 
-PROG = "python -m bench.perf"
+PROG = "python -m benchmarks"
 
 COMMANDS: dict[str, Callable[[argparse.Namespace], dict]] = {
     "overhead": overhead, "padding": padding, "methods": methods_step, "hf-trainer": hf_trainer,

@@ -33,7 +33,7 @@ import torch
 
 from bench.data.batching import Encoded, bucket_width, length_grouped_batches
 from bench.errors import BenchError, install_extra
-from bench.perf.common import constant_schedule, prepare, rotated, round_line, say, summarise, timed, trainer_epoch
+from benchmarks.common import constant_schedule, prepare, rotated, round_line, say, summarise, timed, trainer_epoch
 from bench.training.trainer import Trainer
 
 OURS, HF_RANDOM, HF_GROUPED = "ours", "hf_trainer", "hf_trainer_group_by_length"

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.errors import BenchError
-from bench.perf.common import device_name, say
+from benchmarks.common import device_name, say
 
 FIXED_TARGET_S = 3.0  # per-shard fixed cost, start-up excluded (issue 34)
 GRID_TARGET = 0.8  # a grid's training time over its wall time (issue 34)

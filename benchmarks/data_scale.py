@@ -13,9 +13,9 @@ rows, JSON Lines gzipped) written to a temporary folder, then
 Workers start as spawned processes, which import this module (as `__mp_main__`): that is where the probe goes in
 (`install_probe`, only when the sweep process asked for it), nowhere else.
 
-    python -m bench.perf data-scale --rows 1000000
+    python -m benchmarks data-scale --rows 1000000
 
-The children are `python -m bench.perf.data_scale load FOLDER` and `... sweep FOLDER RESULTS WORKERS BATCH LENGTH`
+The children are `python -m benchmarks.data_scale load FOLDER` and `... sweep FOLDER RESULTS WORKERS BATCH LENGTH`
 (one JSON line each on stdout).
 """
 
@@ -174,7 +174,7 @@ def install_probe(reports: Path) -> None:
 
 
 def child(argv: list[str]) -> dict[str, Any]:
-    """What `python -m bench.perf.data_scale load|sweep ...` runs."""
+    """What `python -m benchmarks.data_scale load|sweep ...` runs."""
     if argv[0] == "load":
         return load_child(Path(argv[1]))
     return sweep_child(Path(argv[1]), Path(argv[2]), *(int(a) for a in argv[3:6]))
@@ -185,7 +185,7 @@ def run_child(argv: list[str], env: dict[str, str] | None = None) -> dict[str, A
     from bench.errors import BenchError
 
     started = time.perf_counter()
-    done = subprocess.run([sys.executable, "-m", "bench.perf.data_scale", *argv], stdout=subprocess.PIPE,
+    done = subprocess.run([sys.executable, "-m", "benchmarks.data_scale", *argv], stdout=subprocess.PIPE,
                           stderr=subprocess.PIPE, text=True, env={**os.environ, **(env or {})})
     if done.returncode != 0 or not done.stdout.strip():
         last = (done.stderr.strip() or f"exit code {done.returncode}").splitlines()[-1]
@@ -200,7 +200,7 @@ def data_scale(args: argparse.Namespace) -> dict[str, Any]:
     """Write a `--rows` dataset, load it in one fresh process and start a 2-worker sweep over it in another
     (see the module docstring); the figures, the targets and whether they are met."""
     from bench.errors import BenchError
-    from bench.perf.common import say
+    from benchmarks.common import say
 
     rows = int(getattr(args, "rows", None) or 1_000_000)
     if rows < 20:

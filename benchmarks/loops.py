@@ -19,7 +19,7 @@ from bench.data.batching import Encoded, auto_bucket, collate, length_grouped_ba
 from bench.training.compile import compile_encoder
 from bench.data.loading import load_dataset
 from bench.encoders.models import build_encoder
-from bench.perf.common import (build_method, constant_schedule, prepare, rotated, round_line, say, summarise, sync,
+from benchmarks.common import (build_method, constant_schedule, prepare, rotated, round_line, say, summarise, sync,
                                timed, trainer_epoch)
 from bench.registry import METHODS
 from bench.spec import TrainConfig

@@ -1,11 +1,11 @@
-"""The README's tables of the `graphs` and `graphs-short` steps (`python -m bench.perf graphs`): eager against
+"""The README's tables of the `graphs` and `graphs-short` steps (`python -m benchmarks graphs`): eager against
 whole-step CUDA graphs per method and batch size, the shard end to end, and the issue-43 targets."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from bench.perf.campaign.formatting import DASH, fixed, pct, real, sig, table
+from benchmarks.campaign.formatting import DASH, fixed, pct, real, sig, table
 
 def graphs_lines(result: dict[str, Any]) -> list[str]:
     """Per case: eager and graphed ms/step and seq/s, the speed-up, the longest capture, the extra memory, the

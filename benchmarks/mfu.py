@@ -17,9 +17,9 @@ from typing import Any
 import torch
 
 from bench.data.batching import Encoded
-from bench.perf.common import (constant_schedule, device_name, one_line, peak_tflops, prepare, round_line, say,
+from benchmarks.common import (constant_schedule, device_name, one_line, peak_tflops, prepare, round_line, say,
                                sync, trainer_epoch)
-from bench.perf.hf_baseline import hf_trainer
+from benchmarks.hf_baseline import hf_trainer
 from bench.training.trainer import Trainer
 from bench.training.setup import autocast_dtype
 from bench.running.walltime import training_flops

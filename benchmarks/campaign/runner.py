@@ -19,15 +19,15 @@ from xml.etree import ElementTree
 
 from bench.errors import BenchError
 from bench.results import store
-from bench.perf.campaign import unpack
-from bench.perf.campaign.parts import PAPER_CONFIG, Part, Step
+from benchmarks.campaign import unpack
+from benchmarks.campaign.parts import PAPER_CONFIG, Part, Step
 
 RECORD_VERSION = 1
 TAIL_CHARS = 6000            # of a step's stdout kept in the record when it is not JSON
 KILL_GRACE_S = 15            # between SIGTERM and SIGKILL of a step that outran its time
 LEFT_OUT_OF_ARCHIVE = {"model.pt", "checkpoint.pt", ".cache", "lease.json"}  # large or meaningless elsewhere
-PROGRAMS = {"perf": ("-m", "bench.perf"), "clbench": ("-m", "bench"), "pytest": ("-m", "pytest")}
-SHOWN_AS = {"perf": "python -m bench.perf", "clbench": "clbench", "pytest": "python -m pytest"}
+PROGRAMS = {"perf": ("-m", "benchmarks"), "clbench": ("-m", "bench"), "pytest": ("-m", "pytest")}
+SHOWN_AS = {"perf": "python -m benchmarks", "clbench": "clbench", "pytest": "python -m pytest"}
 SHOWN_PLACEHOLDERS = {"data": "DATA", "results": "RESULTS", "reports": "REPORTS", "vectors": "VECTORS",
                       "prefix": "OUT/PART"}
 
@@ -47,7 +47,7 @@ def device_facts() -> dict[str, Any]:
     """Where the part runs: the GPU's name (or the CPU's), torch, CUDA, Python, cores and the date."""
     import torch
 
-    from bench.perf.common import device_name
+    from benchmarks.common import device_name
 
     cuda = torch.cuda.is_available()
     return {"device_name": device_name("cuda" if cuda else "cpu"), "gpu": cuda, "torch": torch.__version__,

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from bench.perf.campaign import layout
+from benchmarks.campaign import layout
 
 PAPER_CONFIG = "configs/clld-table2-minilm.yaml"
 PAPER_DATASETS = ("trec", "mr", "r8")
@@ -20,7 +20,7 @@ TOY_DATASET = "datasets/fixtures/tiny"  # the dry run's data: 45 training and 30
 
 @dataclass(frozen=True)
 class Step:
-    """One command of a part: `program` is perf (python -m bench.perf), clbench (python -m bench) or pytest."""
+    """One command of a part: `program` is perf (python -m benchmarks), clbench (python -m bench) or pytest."""
 
     name: str
     program: str

@@ -14,7 +14,7 @@ import numpy as np
 import torch
 
 from bench.data.batching import auto_bucket, length_grouped_batches
-from bench.perf.common import device_name, one_line, prepare, rotated, round_line, say, sync, unique_graphs
+from benchmarks.common import device_name, one_line, prepare, rotated, round_line, say, sync, unique_graphs
 
 
 def compile_bench(args: argparse.Namespace) -> dict:

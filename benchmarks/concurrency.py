@@ -19,7 +19,7 @@ from typing import Any
 import torch
 
 from bench.errors import BenchError
-from bench.perf.common import (constant_schedule, device_name, one_line, prepare, remove_cache_folder, rotated, say,
+from benchmarks.common import (constant_schedule, device_name, one_line, prepare, remove_cache_folder, rotated, say,
                                sync, trainer_epoch)
 
 

@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 
 from bench.errors import BenchError
-from bench.perf.common import say
+from benchmarks.common import say
 
 BUDGET_SECONDS = 180.0
 

@@ -14,7 +14,7 @@ import numpy as np
 
 from bench.attack import counterfit
 from bench.attack.wordvectors import COUNTER_FITTED, GLOVE_NAME, WordVectors, glove_words_and_matrix
-from bench.perf.common import say
+from benchmarks.common import say
 
 PROBES = ("dull", "good", "bad", "funny", "terrible", "cheap", "love")
 

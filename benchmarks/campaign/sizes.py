@@ -9,8 +9,8 @@ import subprocess
 from collections.abc import Mapping
 from pathlib import Path
 
-from bench.perf.campaign import layout
-from bench.perf.campaign.parts import Part
+from benchmarks.campaign import layout
+from benchmarks.campaign.parts import Part
 
 # The folders of the last full pack (`bash scripts/gpu-campaign.sh pack .campaign`, ../shared/data, counter-fitted
 # vectors, 2026-11-27), rounded up to 0.1 MiB. `pack` says when a folder it writes comes out larger: then update it.
@@ -71,5 +71,5 @@ def size_table(parts: list[Part], folders: Mapping[str, float], tree: float) -> 
 def larger_than_recorded(folders: Mapping[str, float]) -> list[str]:
     """A note for each folder larger than PACKED_MIB records (CI checks the parts against those sizes)."""
     return [f"{folder}/ is {size:.2f} MiB, more than the {PACKED_MIB[folder]} MiB recorded in "
-            f"bench/perf/campaign/sizes.py PACKED_MIB, which CI checks the parts against: update it"
+            f"benchmarks/campaign/sizes.py PACKED_MIB, which CI checks the parts against: update it"
             for folder, size in sorted(folders.items()) if folder in PACKED_MIB and size > PACKED_MIB[folder]]

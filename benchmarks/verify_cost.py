@@ -25,7 +25,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench.perf.common import say
+from benchmarks.common import say
 
 TARGET = 0.10
 OFF = ("from pathlib import Path\n"  # verification switched off: nothing read or checked for it
