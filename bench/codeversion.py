@@ -13,7 +13,7 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
-SUFFIXES = (".py", ".yaml", ".yml", ".json", ".txt", ".gz", ".md")
+SUFFIXES = (".py", ".yaml", ".yml", ".json", ".txt", ".gz", ".md", ".j2", ".css", ".js")
 LIBRARIES = ("numpy", "pandas", "pyarrow", "scipy", "matplotlib", "seaborn", "torch", "transformers")
 
 

@@ -19,7 +19,7 @@ from bench.errors import BenchError
 from bench.reporting import leaderboard
 from bench.reporting.datasetinfo import METHODS_DOC, github_anchor, method_href
 from bench.reporting.html import build_report, html_path
-from bench.reporting.htmlscript import SCRIPT
+from bench.reporting.htmltemplate import SCRIPT
 from bench.results import store
 from test_report import attack, checklist, contrast, right, write_run
 
@@ -27,10 +27,11 @@ LABELS = ("negative", "positive")
 RESAMPLES = 200
 CE1, CE2 = "ce_mr_minilm_s1_c0", "ce_mr_minilm_s2_c0"
 CLLD1, CLLD2 = "clld-adaptive_mr_minilm_s1_c0", "clld-adaptive_mr_minilm_s2_c0"
-SECTIONS = ("accuracy", "ranking", "cost", "datasets", "ablation", "compare", "confusion-diff", "vs-paper",
-            "robustness", "figures", "provenance")
-TABLES = ("table-main", "table-ranking", "table-cost", "table-datasets", "table-ablation", "table-compare",
-          "table-vs-paper", "table-robustness", "table-evaluators", "table-provenance")
+# the `folder` page (one dataset: no ranking across datasets, named under the contents instead)
+SECTIONS = ("accuracy", "cost", "datasets", "ablation", "compare", "confusion-diff", "vs-paper", "robustness",
+            "figures", "provenance")
+TABLES = ("table-main", "table-cost", "table-datasets", "table-ablation", "table-compare", "table-vs-paper",
+          "table-robustness", "table-evaluators", "table-provenance")
 REPORTS = METHODS_DOC.parents[1] / "reports"  # where `clbench report --html` writes in a checkout
 PARAMS = {"ce": 22_713_216, "clld-adaptive": 22_713_216}
 
@@ -140,7 +141,7 @@ def check_elements(found: Elements) -> None:
     heatmaps = [attrs for name, attrs in found.tags if name == "table" and attrs.get("class") == "heatmap"]
     assert len(heatmaps) == 6  # two confusion tables per run (counts, %), the LDM, the confusion change
     captions = " | ".join(found.captions)
-    for title in ("Test accuracy and macro-F1 (%)", "Ranking across datasets", "Cost of each dataset",
+    for title in ("Test accuracy and macro-F1 (%)", "Cost of each dataset",
                   "Datasets: sizes", "Ablation", "Paired comparison with ce", "Ours vs published", "Robustness",
                   "Every evaluator metric", "Provenance of each run"):
         assert title in captions
@@ -179,23 +180,30 @@ def test_mix_warnings_are_shown_prominently(folder):
     assert 'role="alert"' in header and "Warning: mixed results" in header and "2 git commits (aaa, bbb)" in header
 
 
-def test_missing_pieces_leave_their_section_out_with_a_note(tmp_path):
+def test_sections_with_nothing_to_show_are_left_out_and_named(tmp_path):
+    """Guards issue 55: a section renders only when it has something to show. One ce run on one dataset: no
+    ranking (one dataset), ablation (one of its methods), comparison, confusion change or robustness section;
+    each is named with why in one line under the contents, and the contents list only the sections shown."""
     results = tmp_path / "results"
     make_run(results, "ce", 1, 15)
     text = build_report(results, resamples=RESAMPLES).text
     found = Elements(text)
-    assert found.ids("section") == list(SECTIONS)                  # the headings stay, the content is a note
+    assert found.ids("section") == ["accuracy", "cost", "datasets", "vs-paper", "figures", "provenance"]
+    assert re.findall(r'<nav class="toc">(.*?)</nav>', text)[0].count("<a ") == 6
     assert [i for i in found.ids("table") if i] == ["table-main", "table-cost", "table-datasets", "table-vs-paper",
-                                  "table-provenance"]
-    assert "No ranking: it needs at least two methods" in text
-    assert "No ablation table: it needs runs of at least two of ce, cl, clld-static, clld-adaptive" in text
-    assert "No comparison with ce: no method besides the baseline" in text
-    assert "No confusion change against ce: no method besides ce in the selection." in text
-    assert "No evaluator rows in the selection: score runs with `clbench evaluate RUN`" in text
+                                                   "table-provenance"]
+    absent, = re.findall(r'<p class="note" id="not-shown">Not on this page: (.*?)</p>', text)
+    for title, why in (("Ranking across datasets", "it needs at least two methods"),
+                       ("Ablation", "it needs runs of at least two of ce, cl, clld-static, clld-adaptive; the selection "
+                                    "has ce"),
+                       ("Comparison with ce", "no method besides the baseline"),
+                       ("Confusion change vs ce", "no method besides ce in the selection"),
+                       ("Robustness", "no evaluator rows in the selection")):
+        assert f"{title} ({why}" in absent, absent
     assert "No clld run in the selection, so no label-distance heatmaps." in text
     assert f"fig-confusion_{CE1}" in text and "fig-ldm" not in text
     notes = re.findall(r'<p class="note">(.*?)</p>', text)
-    assert len(notes) == 6 and all("\n" not in n for n in notes)
+    assert len(notes) == 1 and all("\n" not in n for n in notes)
 
 
 def test_a_missing_run_file_becomes_a_note(folder):
@@ -219,7 +227,7 @@ def test_text_from_results_is_escaped(tmp_path):
         store.write_json(run / name, stored)
     store.write_json(run / store.SPEC, {**store.read_json(run / store.SPEC), "method": evil})
     text = build_report(results, resamples=RESAMPLES).text
-    assert text.lower().count("<script") == 1 and "<script>\n(function () {" in text  # only the page's own
+    assert text.lower().count("<script") == 1 and f"<script>{SCRIPT}</script>" in text  # only the page's own
     assert "<img src=x" not in text and "&lt;script&gt;alert(1)&lt;/script&gt;" in text
 
 
@@ -431,18 +439,18 @@ PROBE = """<script>
     var rows = document.getElementById(id).tBodies[0].rows;
     return Array.prototype.map.call(rows, function (r) { return r.cells[index].textContent.trim(); });
   }
-  var ranking = document.getElementById("table-ranking").tHead.rows[0].cells;
-  var found = {before: column("table-ranking", 0)};
-  ranking[9].click(); found.up = column("table-ranking", 0);
-  ranking[9].click(); found.down = column("table-ranking", 0);
-  ranking[9].click();
+  var main = document.getElementById("table-main").tHead.rows[0].cells;
+  var found = {before: column("table-main", 0)};
+  main[1].click(); found.up = column("table-main", 0);
+  main[1].click(); found.down = column("table-main", 0);
+  main[1].click();
   var seed = Array.prototype.findIndex.call(document.getElementById("table-provenance").tHead.rows[0].cells,
                                             function (th) { return th.textContent === "seed"; });
   var header = document.getElementById("table-provenance").tHead.rows[0].cells[seed];
   header.click(); found.seeds = column("table-provenance", seed); found.arrow = header.getAttribute("aria-sort");
   var Original = window.Blob;
   window.Blob = function (parts, options) { found.csv = parts.join(""); return new Original(parts, options); };
-  document.querySelector('button.csv[data-table="table-ranking"]').click();
+  document.querySelector('button.csv[data-table="table-main"]').click();
   var out = document.createElement("pre");
   out.id = "probe";
   out.textContent = JSON.stringify(found);
@@ -473,12 +481,11 @@ def test_a_browser_renders_the_page(built, tmp_path):
     assert dom.returncode == 0, dom.stderr[-2000:]
     check_elements(Elements(dom.stdout))
     found = json.loads(html.unescape(re.search(r'<pre id="probe">(.*?)</pre>', dom.stdout, re.S).group(1)))
-    assert found["before"] == ["clld-adaptive", "ce"]                # by mean rank
-    assert found["up"] == ["ce", "clld-adaptive"] and found["down"] == ["clld-adaptive", "ce"]  # by mr (%): 85, 90
+    assert found["before"] == ["ce", "clld-adaptive"]                # as built: the methods' order
+    assert found["up"] == ["ce", "clld-adaptive"] and found["down"] == ["clld-adaptive", "ce"]  # by mr acc: 85, 90
     assert found["seeds"] == ["1", "1", "2", "2"] and found["arrow"] == "ascending"  # provenance by seed
     lines = found["csv"].split("\r\n")
     assert found["csv"].startswith("\ufeff") and lines[-1] == ""   # UTF-8 byte-order mark, CRLF rows
-    assert lines[0] == ("\ufeffmethod,encoder,mean rank,win rate (%),datasets,fewest seeds,train s / run,seq/s,"
-                        "params,mr (%)")
-    assert lines[1:3] == ['ce,minilm,2.00,0.0,1 of 1,2,10.0,233.3,"22,713,216",85.00',   # the order shown,
-                          'clld-adaptive,minilm,1.00,100.0,1 of 1,2,10.0,233.3,"22,713,216",90.00']  # no badges
+    assert lines[0] == "\ufeffmethod (knobs),mr acc (%),mr macro-F1 (%)"
+    assert lines[1:3] == ["ce,85.00 ± 7.07 (2),85.00 ± 7.07 (2)",                     # the order shown,
+                          "clld-adaptive,90.00 ± 7.07 (2),90.00 ± 7.07 (2)"]         # no badges

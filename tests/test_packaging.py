@@ -43,6 +43,7 @@ def test_the_wheel_holds_only_the_bench_package(wheel):
     constraints = ROOT / "bench" / "attack" / "constraints"   # counter-fitting's data and its licence
     assert {f"bench/attack/constraints/{p.name}" for p in constraints.iterdir()} <= set(names)
     assert "bench/attack/constraints/LICENSE.txt" in names
+    assert {f"bench/reporting/templates/{n}" for n in ("page.html.j2", "page.css", "page.js")} <= set(names)
 
 
 def test_the_wheel_holds_no_benchmark_or_campaign_code(wheel):

@@ -167,6 +167,7 @@ def test_cli_ranking_with_fewer_than_three_blocks_is_one_error_line(cli, tmp_pat
 
 def test_the_html_ranking_opens_with_the_test_or_says_there_is_none(tmp_path):
     from bench.reporting.htmlboard import ranking_section
+    from bench.reporting.htmlparts import Absent
 
     results = tmp_path / "results"
     write_blocks(results, {(d, 0, "minilm"): {"ce": 0.8, "cl": 0.7, "supcon": 0.95}
@@ -175,10 +176,14 @@ def test_the_html_ranking_opens_with_the_test_or_says_there_is_none(tmp_path):
     assert text.index('id="ranking-test"') < text.index('id="fig-ranking-cd"') < text.index('id="table-ranking"')
     assert "Friedman p = 0.007; methods joined by a bar do not differ at α = 0.05 (Nemenyi, CD = 1.48)" in text
     assert 'aria-label="critical-difference diagram"' in text and "detail of the test above" in text
+    one = tmp_path / "one"
+    write_blocks(one, {("mr", 0, "minilm"): {"ce": 0.8, "cl": 0.7, "supcon": 0.95}})
+    absent = ranking_section(load_results(one), one, None)  # one block: nothing to rank across, no section
+    assert isinstance(absent, Absent) and "needs runs on at least two" in absent.why
     few = tmp_path / "few"
-    write_blocks(few, {("mr", 0, "minilm"): {"ce": 0.8, "cl": 0.7, "supcon": 0.95}})
+    write_blocks(few, {(d, 0, "minilm"): {"ce": 0.8, "cl": 0.7, "supcon": 0.95} for d in ("mr", "trec")})
     text = ranking_section(load_results(few), few, None)
-    assert "No ranking with uncertainty: 1 block(s)" in text and "<svg" not in text
+    assert "No ranking with uncertainty: 2 block(s)" in text and "<svg" not in text
     assert "mean rank (1 = best) and win rate over head-to-head meetings, with cost (no test: fewer than 3 " \
            "datasets/regimes)" in text
 

@@ -10,9 +10,10 @@ robustness), opening with one line per comparison (its verdict, interval and run
 datasets and links to each method's definition), the confusion change of each method against the baseline, the
 evaluator summaries, the figures of `bench.reporting.htmlfigures` (inline PNGs, reused from the page written
 before when unchanged: bench.reporting.figurecache; heatmaps as HTML tables), and each run's provenance. A
-section that does not apply to the selection (one method, no evaluator rows, no clld run, no published numbers)
-is replaced by a one-line note saying why. Every table sorts by a click on a header and saves its rows as shown as
-CSV (one inline script, `bench.reporting.htmlscript`). Nothing is fetched when the page is opened: no external
+section with nothing to show (one dataset to rank, one method, no evaluator rows, no published numbers) is left
+out and named, with why, in one line under the contents (`Absent`). The page's structure is one template
+(`bench.reporting.htmltemplate`: templates/page.html.j2), filled from the plain data this module computes. Every
+table sorts by a click on a header and saves its rows as shown as CSV (the template's inline script, page.js). Nothing is fetched when the page is opened: no external
 scripts, style sheets, fonts or images; links are relative; no absolute local path is shown.
 
 Collapsed runs follow `bench.reporting.collapsed`: the header lists them, each with a "collapsed" badge (as in
@@ -36,7 +37,8 @@ from bench.reporting.htmlfigures import budget_figure, first_seed_runs, method_f
 from bench.reporting.htmlgrid import (combinations_apart, confusion_diff_section, main_table, one_combination,
                                       selection_meta, selection_section)
 from bench.reporting.collapsed import BRING_BACK, MARK, WHAT, asked_for, flag_runs, split_runs, warning_lines
-from bench.reporting.htmlparts import badge, cells_table, esc, frame_table, note, notes_list, page, without_paths
+from bench.reporting.htmlparts import (Absent, badge, cells_table, esc, frame_table, note, notes_list, page,
+                                      without_paths)
 from bench.reporting.leaderboard import accuracy_cells
 from bench.reporting.plotdata import FEW_SEEDS, FEW_SEEDS_WHY, PERCENT, is_fraction
 from bench.reporting.provenance_notes import provenance_notes, table_runs, with_provenance
@@ -104,14 +106,14 @@ def ran_only(cells: pd.DataFrame) -> pd.DataFrame:
     return kept
 
 
-def ablation_section(frame: pd.DataFrame, include: bool = False) -> str:
+def ablation_section(frame: pd.DataFrame, include: bool = False) -> str | Absent:
     """The ablation table, rows only for the methods that ran, when at least two of its methods ran (collapsed
     runs aside unless `include`), else a note."""
     ran = set(tables.clean_accuracy(split_runs(frame, include=include).kept)["method"])
     present = [m for m in tables.ABLATION_METHODS if m in ran]
     if len(present) < 2:
-        return note(f"No ablation table: it needs runs of at least two of {', '.join(tables.ABLATION_METHODS)} "
-                    f"(the selection has {', '.join(present) or 'none of them'}).")
+        return Absent(f"it needs runs of at least two of {', '.join(tables.ABLATION_METHODS)}; the selection has "
+                      f"{', '.join(present) or 'none of them'}")
     def build() -> pd.DataFrame:
         return with_provenance("ablation", ran_only(tables.ablation(frame, include_collapsed=include)), frame, include)
 
@@ -132,49 +134,45 @@ def comparison(frame: pd.DataFrame, source: Path, baseline: str, resamples: int,
         return exc
 
 
-def compare_section(cells: pd.DataFrame | BenchError, baseline: str) -> str:
+def compare_section(cells: pd.DataFrame | BenchError, baseline: str) -> str | Absent:
     """Every other method against the baseline: the verdict, Δ accuracy and its interval over runs, BH q, ASO,
-    runs needed, then the item-level statistics of these trained models."""
-    def build() -> pd.DataFrame:
-        if isinstance(cells, BenchError):
-            raise cells
-        return cells
-
-    return table_or_note(build, "table-compare", f"No comparison with {baseline}", ("runs",))
+    runs needed, then the item-level statistics of these trained models; absent, with why, when there is none."""
+    if isinstance(cells, BenchError):
+        return Absent(str(cells))
+    return cells_table(cells, "table-compare", ("runs",))
 
 
-def verdicts_html(cells: pd.DataFrame | BenchError, baseline: str) -> str:
+def verdict_lines(cells: pd.DataFrame | BenchError) -> list[dict[str, str]]:
     """The page's opening lines: one per comparison, its verdict, its interval over runs and test items and the runs
-    behind it."""
+    behind it (the data of the template's header)."""
     if isinstance(cells, BenchError) or cells.empty:
-        return ""
+        return []
     lines = []
     for _, group in cells.groupby("row", sort=False):
         cell = dict(zip(group["column"], group["text"]))
-        where = " ".join(str(group.iloc[0][k]) for k in ("method", "dataset", "encoder"))
-        needed = f"; runs needed {cell['runs needed']}" if cell.get("runs needed") else ""
-        lines.append(f"<li><strong>{esc(cell['verdict'])}</strong>: {esc(where)} vs {esc(baseline)}: "
-                     f"Δ {esc(cell['Δ acc'])} points, 95% CI {esc(cell['95% CI'])} over {esc(cell['runs'])} "
-                     f"paired runs and the test items{esc(needed)}</li>")
-    return (f'<div id="verdicts"><strong>Verdicts</strong> (over runs and test items; see "Comparison with '
-            f"{esc(baseline)}\" below):<ul>{''.join(lines)}</ul></div>\n")
+        lines.append({"verdict": cell["verdict"], "delta": cell["Δ acc"], "ci": cell["95% CI"], "runs": cell["runs"],
+                      "where": " ".join(str(group.iloc[0][k]) for k in ("method", "dataset", "encoder")),
+                      "needed": f"; runs needed {cell['runs needed']}" if cell.get("runs needed") else ""})
+    return lines
 
 
-def vs_paper_section(frame: pd.DataFrame, include: bool = False) -> str:
-    """Our accuracy beside the dataset cards' published numbers (where the cards have any)."""
-    return table_or_note(lambda: with_provenance("vs-paper", tables.vs_paper(frame, include_collapsed=include), frame,
-                                                 include), "table-vs-paper", "No published numbers", ("ours acc",))
+def vs_paper_section(frame: pd.DataFrame, include: bool = False) -> str | Absent:
+    """Our accuracy beside the dataset cards' published numbers (absent when no card of these datasets has any)."""
+    try:
+        cells = with_provenance("vs-paper", tables.vs_paper(frame, include_collapsed=include), frame, include)
+    except BenchError as exc:  # no card of these datasets has a published number
+        return Absent(str(exc))
+    return cells_table(cells, "table-vs-paper", ("ours acc",))
 
 
-def robustness_section(frame: pd.DataFrame, include: bool = False) -> str:
+def robustness_section(frame: pd.DataFrame, include: bool = False) -> str | Absent:
     """The robustness table and every evaluator's overall metrics (mean ± std over seeds), or a note; the classical
     reference is left to the main table (its floor), not summarised per method."""
     frame = frame[frame["evaluator"] != floor.EVALUATOR]
     rows = tables.evaluator_rows(frame)
     if rows.empty:
-        skipped = tables.skipped_notes(frame)
-        return note("No evaluator rows in the selection: score runs with `clbench evaluate RUN` "
-                    "(contrast, textfooler, checklist).") + "".join(note(n) for n in skipped)
+        return Absent("; ".join(["no evaluator rows in the selection: score runs with `clbench evaluate RUN` "
+                                 "(contrast, textfooler, checklist)", *tables.skipped_notes(frame)]))
     body = table_or_note(lambda: with_provenance("robustness", tables.robustness(frame, include_collapsed=include),
                                                  frame, include), "table-robustness",
                          "No robustness table")
@@ -237,64 +235,40 @@ def provenance_section(frame: pd.DataFrame) -> str:
 
 # ----------------------------------------------------------------------------------------------- page
 
-def collapsed_html(keys: list[str], included: bool) -> str:
-    """The header's block naming the collapsed runs, each with a badge ('' when there are none)."""
+def collapsed_data(keys: list[str], included: bool) -> dict[str, object] | None:
+    """The header's block naming the collapsed runs (None when there are none)."""
     if not keys:
-        return ""
+        return None
     fate = (f"kept by the filter: cells whose mean includes one are marked {MARK} and never best" if included else
             f"left out of every table, summary and figure below (show them with {BRING_BACK})")
-    items = "".join(f"<li>{badge('collapsed', WHAT)} {esc(key)}</li>" for key in keys)
-    return (f'<div class="warnings" id="collapsed" role="alert"><strong>Collapsed runs ({len(keys)})</strong> — '
-            f"{esc(WHAT)}; {esc(fate)}:<ul>{items}</ul></div>\n")
+    return {"runs": keys, "what": WHAT, "fate": fate}
 
 
-def few_seeds_html(frame: pd.DataFrame, include: bool) -> str:
-    """The header's warning when some method x dataset accuracy cells rest on fewer than FEW_SEEDS seeds ('' when
+def few_seeds_data(frame: pd.DataFrame, include: bool) -> dict[str, object] | None:
+    """The header's warning when some method x dataset accuracy cells rest on fewer than FEW_SEEDS seeds (None when
     none do)."""
     cells, _ = accuracy_cells(frame, include)
     few = cells[cells["seeds"] < FEW_SEEDS]
     if few.empty:
-        return ""
+        return None
     several = cells["encoder"].nunique() > 1
     names = [f"{m}{f' {e}' if several else ''} on {d} ({n})"
              for d, e, m, n in zip(few["dataset"], few["encoder"], few["method"], few["seeds"])]
     named = ", ".join(names[:FEW_NAMED]) + (f" and {len(names) - FEW_NAMED} more" if len(names) > FEW_NAMED else "")
-    return (f'<div class="warnings" id="few-seeds" role="alert"><strong>Fewer than {FEW_SEEDS} seeds: '
-            f"{len(few)} of {len(cells)} method × dataset cells</strong> — {esc(FEW_SEEDS_WHY)}; these cells carry "
-            f"a &lt; {FEW_SEEDS} seeds badge below: {esc(named)}.</div>\n")
+    return {"seeds": FEW_SEEDS, "count": len(few), "cells": len(cells), "why": FEW_SEEDS_WHY, "named": named}
 
 
-def built_html(notes: list[str]) -> str:
-    """The header's block saying where the page's runs were built (`bench.reporting.provenance_notes`): runs from
-    a modified tree, several git commits ('' when all name one clean commit)."""
-    if not notes:
-        return ""
-    items = "".join(f"<li>{esc(n)}</li>" for n in notes)
-    return (f'<div class="warnings" id="built-from" role="alert"><strong>Code provenance</strong> — the runs on '
-            f"this page, by the git commit they were built from:<ul>{items}</ul></div>\n")
-
-
-def header_html(source: Path, filters: list[str], baseline: str, frame: pd.DataFrame, warnings: list[str],
-                generated: datetime, collapsed: str = "", selection: Selection | None = None) -> str:
-    """When and from what the page was built (the results folder by its name: no absolute path), the collapsed
-    runs (`collapsed_html`) and the mix warnings (prominent) or a line saying there are none."""
+def header_meta(source: Path, filters: list[str], baseline: str, frame: pd.DataFrame, generated: datetime,
+                selection: Selection | None = None) -> list[tuple[str, str]]:
+    """When and from what the page was built (the results folder by its name: no absolute path)."""
     distinct = {c: len(set(as_text(frame[c])) - {""}) for c in ("run_key", "method", "dataset", "encoder")}
     counts = " · ".join(f"{distinct[c]} {name}" for c, name in (("run_key", "runs"), ("method", "methods"),
                                                                 ("dataset", "datasets"), ("encoder", "encoders")))
-    meta = [("Generated", pagememo.generated_text(generated)),
+    return [("Generated", pagememo.generated_text(generated)),
             ("Results folder", source.resolve().name),
             ("Filters", ", ".join(filters) if filters else "none (every finished run)"),
             ("Baseline", baseline), ("Selection", counts), ("Runs shown", selection_meta(selection)),
             ("clbench", __version__)]
-    items = "".join(f"<dt>{esc(k)}</dt><dd>{esc(v)}</dd>" for k, v in meta)
-    if warnings:
-        lines = "".join(f"<li>{esc(w)}</li>" for w in warnings)
-        alert = (f'<div class="warnings" id="warnings" role="alert"><strong>Warning: mixed results '
-                 f"({len(warnings)})</strong> — some numbers below average runs that may not belong together:"
-                 f"<ul>{lines}</ul></div>\n")
-    else:
-        alert = '<p class="ok" id="warnings">No mixed code versions, configs, data or evaluator settings.</p>\n'
-    return f'<dl class="meta">{items}</dl>\n{collapsed}{alert}'
 
 
 def build_report(source: Path | str, filters: list[str] | None = None, baseline: str = "ce",
@@ -326,12 +300,13 @@ def build_report(source: Path | str, filters: list[str] | None = None, baseline:
     sections = [
         *([("selection", "Knobs chosen by validation", selection_section(selection))] if selection else []),
         ("accuracy", "Test accuracy", accuracy_section(frame, filters, include)),
-        ("ranking", "Ranking across datasets", ranking_section(pooled, source, page_dir, include) + built),
+        ("ranking", "Ranking across datasets", joined(ranking_section(pooled, source, page_dir, include), built,
+                                                      left_out)),
         ("cost", "Cost", cost_section(pooled, source, page_dir, include) + built),
         *([("budgets", "Tuning budgets", budgets)] if budgets else []),
         ("datasets", "Datasets and methods", datasets_section(kept, source, page_dir)),
         ("ablation", "Ablation", ablation_section(frame, include)),
-        ("compare", f"Comparison with {baseline}", compare_section(compared, baseline) + left_note),
+        ("compare", f"Comparison with {baseline}", joined(compare_section(compared, baseline), left_note, left_out)),
         ("confusion-diff", f"Confusion change vs {baseline}", confusion_diff_section(source, frame, baseline, include)),
         ("vs-paper", "Published numbers", vs_paper_section(frame, include)),
         ("robustness", "Robustness", robustness_section(frame, include)),
@@ -341,15 +316,31 @@ def build_report(source: Path | str, filters: list[str] | None = None, baseline:
     footer = (f"Generated by clbench {__version__} with clbench report --html from stored results only; "
               "self-contained: figures are inline PNG images or HTML tables, sorting and CSV downloads run in the "
               "page, nothing is loaded from the network.")
-    header = verdicts_html(compared, baseline) + header_html(
-        source, filters, baseline, frame, warnings, generated,
-        collapsed_html(split.keys, include) + few_seeds_html(frame, include)
-        + built_html(provenance_notes(kept, frame)), selection)
-    text = without_paths(page(TITLE, header, sections, footer), {
+    header = {"baseline": baseline, "verdicts": verdict_lines(compared),
+              "meta": header_meta(source, filters, baseline, frame, generated, selection),
+              "collapsed": collapsed_data(split.keys, include), "few": few_seeds_data(frame, include),
+              "built": provenance_notes(kept, frame), "warnings": warnings}
+    shown, absent = present_sections(sections)
+    text = without_paths(page(TITLE, header, shown, footer, absent), {
         str(source.resolve()): source.resolve().name, str(source.absolute()): source.resolve().name,
         str(Path.cwd()): ".", str(Path.home()): "~"})
     lines = [] if selection is None else [*selection.warnings, *selection.notes]
     return Report(text, [*lines, *warnings], warning_lines(split.keys, include))
+
+
+def joined(body: str | Absent, more: str, why: str = "") -> str | Absent:
+    """A section's body with `more` HTML after it; an absent section stays absent, with `why` (the same note as
+    text) added to its reason."""
+    if isinstance(body, Absent):
+        return Absent(f"{body.why}; {why}") if why else body
+    return body + more
+
+
+def present_sections(sections: list[tuple[str, str, str | Absent]]) -> tuple[list[tuple[str, str, str]],
+                                                                           list[tuple[str, str]]]:
+    """The sections with something to show (id, title, body), and the others' titles with why not."""
+    shown = [(sid, title, body) for sid, title, body in sections if not isinstance(body, Absent)]
+    return shown, [(title, body.why) for _, title, body in sections if isinstance(body, Absent)]
 
 
 def chosen_runs(frame: pd.DataFrame, select_by: str | None, selection_seeds: list[int] | None,

@@ -1,6 +1,6 @@
 """The leaderboard sections of the HTML report (`bench.reporting.html`): the ranking of methods across datasets
 with their cost (`bench.reporting.leaderboard`), the cost of each dataset x method, and the datasets and
-methods the page covers (`bench.reporting.datasetinfo`). Each is a table, or a one-line note saying why not.
+methods the page covers (`bench.reporting.datasetinfo`). Each is a table, or `Absent` (the page names why not).
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import pandas as pd
 from bench.errors import BenchError
 from bench.reporting import leaderboard
 from bench.reporting.datasetinfo import dataset_details, method_href
-from bench.reporting.htmlparts import esc, few_seeds_badge, frame_table, note, notes_list
+from bench.reporting.htmlparts import Absent, esc, few_seeds_badge, frame_table, note, notes_list
 from bench.reporting.plotdata import FEW_SEEDS, FEW_SEEDS_WHY
 from bench.reporting.tables import clean_accuracy, method_key
 
@@ -47,15 +47,19 @@ def rank_test_html(frame: pd.DataFrame, include: bool = False) -> tuple[str, str
         return note(f"No ranking with uncertainty: {exc}"), "no test"
 
 
-def ranking_section(frame: pd.DataFrame, source: Path, page_dir: Path | None, include: bool = False) -> str:
+def ranking_section(frame: pd.DataFrame, source: Path, page_dir: Path | None, include: bool = False
+                    ) -> str | Absent:
     """Methods ranked across datasets: the Friedman/Nemenyi headline with its CD diagram (`rank_test_html`), then
-    mean rank, win rate, coverage, fewest seeds, cost per run and the mean accuracy on each dataset; a note when
-    no dataset has two methods."""
+    mean rank, win rate, coverage, fewest seeds, cost per run and the mean accuracy on each dataset; absent when
+    there are fewer than two datasets (blocks) to rank across or no dataset has two methods."""
     table = leaderboard.ranking(frame, include)
     if table.empty:
-        return note("No ranking: it needs at least two methods (or encoders) with runs on one dataset.")
-    headline, untested = rank_test_html(frame, include)
+        return Absent("it needs at least two methods (or encoders) with runs on one dataset")
     datasets, notes = table.attrs["datasets"], table.attrs["notes"]
+    if len(datasets) < 2:
+        return Absent(f"it ranks across datasets and needs runs on at least two (or two data regimes); the selection "
+                      f"has one, {datasets[0]}: its methods are compared in the tables above and below")
+    headline, untested = rank_test_html(frame, include)
     costs = leaderboard.entry_costs(leaderboard.run_costs(frame, source, include))
     table = table.merge(costs, on=leaderboard.ENTRY, how="left")
     shown = pd.DataFrame({

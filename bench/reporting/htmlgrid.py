@@ -26,7 +26,7 @@ from bench.reporting.cellframes import DIGITS, make_table, mark_best, value_cell
 from bench.reporting.collapsed import split_runs
 from bench.reporting.figurecache import attempt
 from bench.reporting.htmlheatmap import confusion_diff_html
-from bench.reporting.htmlparts import cells_table, esc, note
+from bench.reporting.htmlparts import Absent, cells_table, esc, note
 from bench.reporting.resultsview import as_text, canonical_method
 from bench.reporting.selection import Selection, selection_cells
 from bench.reporting.tables import method_key
@@ -244,8 +244,9 @@ def diff_caption(pair: DiffPair, baseline: str) -> str:
             "diagonal: correct answers gained (red) or lost (blue). One seed each: a draw, not an average.")
 
 
-def confusion_diff_section(source: Path, frame: pd.DataFrame, baseline: str, include: bool = False) -> str:
-    """The confusion change (method − baseline) per dataset for each method, or a note saying why there is none."""
+def confusion_diff_section(source: Path, frame: pd.DataFrame, baseline: str, include: bool = False
+                           ) -> str | Absent:
+    """The confusion change (method − baseline) per dataset for each method; absent, with why, when there is none."""
     methods = set(as_text(frame["method"])) - {""}
     try:
         name = canonical_method(baseline, methods)
@@ -253,8 +254,7 @@ def confusion_diff_section(source: Path, frame: pd.DataFrame, baseline: str, inc
         name = baseline
     pairs, missing = diff_pairs(frame, name, include)
     if not pairs:
-        why = "; ".join(missing) if missing else f"no method besides {name} in the selection"
-        return note(f"No confusion change against {name}: {why}.")
+        return Absent("; ".join(missing) if missing else f"no method besides {name} in the selection")
     parts, notes = [], list(missing)
     for pair in pairs[:MAX_DIFFS]:
         figure, reason = attempt(confusion_diff_html, source / pair.base_key, source / pair.key,

@@ -1,17 +1,11 @@
-"""The one inline script of the HTML report (`bench.reporting.htmlparts.page`): sortable tables and a CSV
-download of a table's rows as shown.
-
-Clicking a header of a `table.sortable` sorts its body rows by that column (again: the other way); a column
-whose filled cells all start with a number sorts numerically (the first number: the mean of "85.00 ± 1.41
-(2)"), others as text; empty and "—" cells stay last either way. A `button.csv` (`data-table`: the table's
-id) saves that table's header and visible body rows, in their current order, as `<table id>.csv` (RFC 4180
-quoting, UTF-8 with a byte-order mark), built in the page as a Blob: nothing is loaded or sent anywhere. Badges
-(`.badge`) are left out of sort keys and CSV cells. Without JavaScript the tables read as before.
-"""
-
-from __future__ import annotations
-
-SCRIPT = r"""
+/* The HTML report's one script (inlined by templates/page.html.j2): sortable tables and a CSV download of a
+   table's rows as shown. Clicking a header of a `table.sortable` sorts its body rows by that column (again: the
+   other way); a column whose filled cells all start with a number sorts numerically (the first number: the mean
+   of "85.00 ± 1.41 (2)"), others as text; empty and "—" cells stay last either way. A `button.csv` (`data-table`:
+   the table's id) saves that table's header and visible body rows, in their current order, as `<table id>.csv`
+   (RFC 4180 quoting, UTF-8 with a byte-order mark), built in the page as a Blob: nothing is loaded or sent
+   anywhere. Badges (`.badge`) are left out of sort keys and CSV cells. Without JavaScript the tables read as
+   before. */
 (function () {
   "use strict";
   var MISSING = "\u2014";
@@ -88,4 +82,3 @@ SCRIPT = r"""
     if (table) { button.addEventListener("click", function () { download(table); }); }
   });
 })();
-"""
