@@ -34,7 +34,7 @@ def sweep(tmp_path_factory):
     shutil.copytree(FIXTURE, data)
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("HF_HUB_OFFLINE", "1")
-        patch.setattr("bench.running.shard.collapse_note", lambda *args: "")
+        patch.setattr("bench.evaluators.metrics.collapse_note", lambda *args: "")
         rows = clbench.run(methods="ce,supcon", datasets=[data], seeds=[1], results_dir=folder / "results", **TINY)
     return rows, folder / "results", data
 

@@ -35,7 +35,7 @@ def test_help_and_lists(cli, capsys):
 def test_end_to_end_run_writes_a_complete_run_folder(cli, tiny, results, monkeypatch):
     # two epochs of tiny-bert may collapse to one class (then the summary shows no numbers: tests/test_collapsed.py);
     # this test is about the run folder and the table's shape, so no run counts as collapsed here
-    monkeypatch.setattr("bench.running.shard.collapse_note", lambda *args: "")
+    monkeypatch.setattr("bench.evaluators.metrics.collapse_note", lambda *args: "")
     code, out, err = cli("run", "--methods", "ce", "--datasets", tiny, "--seeds", "1,2", *FAST)
     assert code == 0, err
     assert re.search(r"tiny\s+tiny-bert\s+ce\s+2\s", out)  # summary table: one line, two seeds
@@ -144,7 +144,7 @@ def test_debug_shows_the_traceback(cli, tiny):
 
 
 def test_status_lists_runs(cli, tiny, results, monkeypatch):
-    monkeypatch.setattr("bench.running.shard.collapse_note", lambda *args: "")  # as above: a healthy run here
+    monkeypatch.setattr("bench.evaluators.metrics.collapse_note", lambda *args: "")  # as above: a healthy run here
     code, _, err = cli("status")
     assert code == 0 and "no shards" in err
     assert cli("run", "--methods", "ce", "--datasets", tiny, *FAST)[0] == 0

@@ -821,3 +821,15 @@ def test_a_planned_shard_whose_folder_holds_another_run_is_retrained_under_its_o
     assert "misnamed" in output, output
     assert len(list(victim.glob(f"{manifest.DAMAGED}/*/{store.ROWS}"))) == 1  # the other run's files, aside
     assert_same_results(sweep.results, sweep.reference.results)
+
+
+def test_rows_damaged_with_their_time_restored_are_retrained_by_the_next_run(sweep):
+    """Guards the runner's one check of a run folder (runfiles.check_folder): it reads the rows it shows, verified,
+    so a rows.json changed with its size and time kept (which the stat check passes) is damage the same run moves
+    aside and retrains, that shard alone; before, the shard failed reading them."""
+    victim = sweep.run_dir("ce", 2)
+    flip_keeping_time(victim / store.ROWS)
+    code, output = sweep.run()
+    assert code == 0 and statuses(output) == {d.name: "done" if d == victim else "skipped" for d in sweep.runs()}
+    assert f"{victim.name}/{store.ROWS} is damaged" in output and len(moved_aside(victim, store.ROWS)) == 1
+    assert_same_results(sweep.results, sweep.reference.results)

@@ -9,7 +9,7 @@ import os
 import pytest
 import torch
 
-from bench.running import shard as shard_module
+from bench.training import session as session_module  # where a shard sets up its kernels
 from bench.training import trainer as trainer_module
 from bench.training.setup import autocast_dtype, deterministic_kernels, resolve_device
 from conftest import FAST
@@ -113,7 +113,7 @@ def test_the_flag_reaches_the_shard_and_every_row_records_it(how, tiny, results,
 def test_without_the_flag_a_row_records_what_the_device_chose(tiny, results, cli, monkeypatch):
     seen = recorded_switches(monkeypatch)
     asked = []
-    monkeypatch.setattr(shard_module, "deterministic_kernels",
+    monkeypatch.setattr(session_module, "deterministic_kernels",
                         lambda device, strict=False: asked.append((device.type, strict)) or False)  # as on a GPU
     code, _, err = cli("run", "--methods", "ce", "--datasets", tiny, *FAST, "--epochs", "1", "--device", "cpu",
                        "--results-dir", results)

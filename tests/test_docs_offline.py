@@ -37,7 +37,7 @@ def test_the_api_quick_start_runs_offline(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
-    monkeypatch.setattr("bench.running.shard.collapse_note", lambda *args: "")  # a healthy run whatever the CPU
+    monkeypatch.setattr("bench.evaluators.metrics.collapse_note", lambda *args: "")  # a healthy run whatever the CPU
     given = []
 
     def fast_run(**kwargs):  # the block's own arguments, but a tiny random encoder, one epoch, its first seed

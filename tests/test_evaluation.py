@@ -301,7 +301,7 @@ def test_no_save_model_and_bad_evaluator_options(cli, tiny, results):
 
 def test_default_evaluators_then_an_explicit_attack(cli, tiny, results, monkeypatch):
     # a healthy run here (FAST's tiny-bert may collapse on the CPU, and a collapsed run skips the model's evaluators)
-    monkeypatch.setattr("bench.running.shard.collapse_note", lambda *args: "")
+    monkeypatch.setattr("bench.evaluators.metrics.collapse_note", lambda *args: "")
     args = [a for a in FAST if a not in ("--evaluators", "none")]
     # on the CPU: textfooler is left out by default there only (on a GPU it would run)
     code, out, err = cli("run", "--methods", "ce", "--datasets", tiny, *args, "--checklist-n", "10", "--device", "cpu")

@@ -320,7 +320,7 @@ def test_without_the_demo_switch_checklist_n_comes_from_the_flag_and_no_reports_
 def test_a_local_run_ends_with_the_paired_table_and_the_next_commands(cli, tiny, results, monkeypatch):
     # two epochs of tiny-bert may collapse to one class, and a collapsed ce has no paired Δ (tests/test_collapsed.py):
     # this test is about the table's shape, so no run counts as collapsed here
-    monkeypatch.setattr("bench.running.shard.collapse_note", lambda *args: "")
+    monkeypatch.setattr("bench.evaluators.metrics.collapse_note", lambda *args: "")
     code, out, err = cli("run", "--methods", "ce,cl", "--datasets", tiny, *FAST, "--results-dir", results)
     assert code == 0, err
     header = out.splitlines()[0]
@@ -347,7 +347,7 @@ def test_a_local_run_ends_with_the_paired_table_and_the_next_commands(cli, tiny,
 
 
 def test_write_demo_reports_says_where_the_reports_are(cli, tiny, results, tmp_path, capsys, monkeypatch):
-    monkeypatch.setattr("bench.running.shard.collapse_note", lambda *args: "")  # a collapsed run has no table
+    monkeypatch.setattr("bench.evaluators.metrics.collapse_note", lambda *args: "")  # a collapsed run has no table
     assert cli("run", "--methods", "ce", "--datasets", tiny, *FAST, "--results-dir", results)[0] == 0
     rows = [row for run in results.iterdir() if run.is_dir() and not run.name.startswith(".") for row in store.run_rows(run)]
     written = write_demo_reports(rows, results, tmp_path / "reports")

@@ -47,7 +47,7 @@ def test_a_sweep_writes_its_table_summary_and_the_clld_runs_heatmaps_as_pngs(cli
     monkeypatch.setattr(figures, "DPI", 30)   # the files, not their resolution, are under test (and 4x faster)
     # two epochs of tiny-bert may collapse, and no heatmap comes from a collapsed run (tests/test_collapsed.py):
     # this test is about the files, so no run counts as collapsed here
-    monkeypatch.setattr("bench.running.shard.collapse_note", lambda *args: "")
+    monkeypatch.setattr("bench.evaluators.metrics.collapse_note", lambda *args: "")
     code, _, err = cli("run", "--methods", "ce,clld", "--datasets", tiny, *FAST, "--results-dir", results)
     assert code == 0, err
     rows = run_rows(results)

@@ -1,9 +1,14 @@
-"""Clean classification metrics (scikit-learn) as tidy (metric, label, value, n) records."""
+"""Clean classification metrics (scikit-learn) as tidy (metric, label, value, n) records, and a trained model's test
+split judged in one call (`judge_test`: probabilities, records, collapse, chance)."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
-from sklearn.metrics import accuracy_score, f1_score, precision_recall_fscore_support
+from sklearn.metrics import accuracy_score, confusion_matrix, f1_score, precision_recall_fscore_support
+
+from bench.results import chance
 
 
 def softmax(logits: np.ndarray) -> np.ndarray:
@@ -55,3 +60,32 @@ def classification_records(gold: np.ndarray, predicted: np.ndarray, label_names:
         for metric, values in (("precision", precision), ("recall", recall), ("f1", f1)):
             records.append({"metric": metric, "label": name, "value": float(values[i]), "n": int(support[i])})
     return records
+
+
+@dataclass
+class TestJudged:
+    """A trained model's test split, judged (`judge_test`)."""
+
+    probabilities: np.ndarray
+    predicted: np.ndarray
+    records: list[dict]  # `classification_records`
+    confusion: list[list[int]]  # rows: gold, columns: predicted
+    collapsed: str  # `collapse_note` ("" when the model did not collapse)
+    chance: float  # bench.results.chance.chance_level of the test labels
+    near_chance: bool  # not clearly above chance (bench.results.chance.near_chance)
+    near_note: str  # what near chance means here ("" when not near chance, or collapsed: that says more)
+
+
+def judge_test(gold: np.ndarray, logits: np.ndarray, label_names: list[str], hint: str) -> TestJudged:
+    """The test split of a trained model in one call: its probabilities and predictions, the clean records and
+    confusion matrix, whether it collapsed (`hint`: what to try instead) and whether its accuracy is near chance."""
+    gold = np.asarray(gold, dtype=int)
+    probabilities = softmax(logits)
+    predicted = probabilities.argmax(1)
+    collapsed = collapse_note(gold, predicted, label_names, hint)
+    level = chance.chance_level(np.bincount(gold, minlength=len(label_names)), len(label_names))
+    accuracy = float(np.mean(gold == predicted)) if len(predicted) else float("nan")
+    guessing = chance.near_chance(accuracy, len(predicted), level)
+    return TestJudged(probabilities, predicted, classification_records(gold, predicted, label_names),
+                      confusion_matrix(gold, predicted, labels=range(len(label_names))).tolist(), collapsed, level,
+                      guessing, chance.describe(accuracy, level) if guessing and not collapsed else "")

@@ -9,6 +9,7 @@ import io
 import json
 import os
 import zipfile
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
@@ -25,6 +26,36 @@ UNKNOWN = object()  # `manifest` argument not given: read it
 def is_finished(run_dir: Path) -> bool:
     """Whether the run's rows have been written."""
     return (Path(run_dir) / ROWS).is_file()
+
+
+@dataclass
+class FolderCheck:
+    """A run folder as a runner finds it (`check_folder`): whether it is finished, its damage, and its rows when it
+    is finished and whole (read and verified once)."""
+
+    finished: bool
+    problems: list[Damaged] = field(default_factory=list)
+    rows: list[dict[str, Any]] | None = None
+
+    @property
+    def healthy(self) -> bool:
+        """Finished, no damage found, its rows read whole."""
+        return self.finished and not self.problems and self.rows is not None
+
+
+def check_folder(run_dir: Path) -> FolderCheck:
+    """One run folder's state in one call: finished or not, its damage (`problems`), and its rows, read and verified
+    (a rows file whose stat is the one written but whose content is not is damage found here)."""
+    run_dir = Path(run_dir)
+    if not is_finished(run_dir):
+        return FolderCheck(False)
+    found = problems(run_dir)
+    if found:
+        return FolderCheck(True, found)
+    try:
+        return FolderCheck(True, [], read_json(run_dir, ROWS))
+    except Damaged as damage:
+        return FolderCheck(True, [damage])
 
 
 # ------------------------------------------------------------------------------------------------ writing
@@ -135,6 +166,18 @@ def save_model(run_dir: Path, method: Any) -> None:
     save_torch(run_dir, MODEL, state)
 
 
+def store_run(run_dir: Path, files: dict[str, Any], method: Any | None, rows: list[dict[str, Any]]) -> None:
+    """Store a trained run's results in one call, in the order that keeps a killed process safe: each of `files`
+    (name -> content by its kind: a `.jsonl.gz` list of records, a `.json` value), the model's weights (`method`;
+    None: no model kept), then the rows, which mark the run finished; last, its resume checkpoint is dropped."""
+    for name, content in files.items():
+        (write_jsonl_gz if name.endswith(".jsonl.gz") else write_json)(run_dir, name, content)
+    if method is not None:
+        save_model(run_dir, method)
+    write_json(run_dir, ROWS, rows)
+    forget(run_dir, CHECKPOINT)
+
+
 def require_model(run_dir: Path) -> None:
     """A one-line BenchError when a run has no saved model file (never saved, or moved aside as damaged)."""
     run_dir = Path(run_dir)
@@ -205,7 +248,7 @@ def problems(run_dir: Path, deep: bool = False) -> list[Damaged]:
             check_readable(run_dir, name)
         except Damaged as damage:
             found.append(damage)
-    other = misnamed(run_dir) if not found else None
+    other = misnamed(run_dir, listing) if not found else None
     return found + ([other] if other else [])
 
 
@@ -213,11 +256,12 @@ FOREIGN = "foreign: not written by clbench (its manifest does not list it), neve
 MISNAMED = "misnamed"  # how a run folder whose name is not its run's key starts its Damaged.what
 
 
-def misnamed(run_dir: Path) -> Damaged | None:
+def misnamed(run_dir: Path, listing: Any = UNKNOWN) -> Damaged | None:
     """A Damaged (name '': the folder itself) when the finished run in `run_dir` is another run's (its spec's key
-    is not the folder's name: a copied or renamed folder), else None. Such a folder is never gathered."""
+    is not the folder's name: a copied or renamed folder), else None. Such a folder is never gathered. `listing`:
+    the run's manifest, when read already."""
     try:
-        key = read_json(Path(run_dir), SPEC).get("key")
+        key = read_json(Path(run_dir), SPEC, listing).get("key")
     except (Damaged, OSError, AttributeError):
         return None  # a damaged or missing spec is named as such
     if isinstance(key, str) and key and key != Path(run_dir).name:

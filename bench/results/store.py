@@ -104,7 +104,7 @@ def finished_rows(results_dir: Path, left_out: dict[str, str] | None = None) -> 
         except manifest.Damaged:
             listing = None  # verifies nothing; the files are still parsed
         found = [d for d in runfiles.size_problems(path.parent, listing) if runfiles.damages_results(d)]
-        found = found or [d for d in [runfiles.misnamed(path.parent)] if d]  # another run's folder, copied
+        found = found or [d for d in [runfiles.misnamed(path.parent, listing)] if d]  # another run's folder, copied
         try:
             if not found:  # the files it reads are verified as they are read
                 rows.extend(run_rows(path.parent, listing))

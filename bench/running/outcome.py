@@ -24,7 +24,7 @@ class ShardOutcome:
     unwritable: bool = False  # failed as the results folder took no write (full, read-only): so would the next
     repaired: list[str] = field(default_factory=list)  # damaged files found and moved aside (bench.results.repair)
     shown: list[dict[str, Any]] = field(default_factory=list)  # skipped: its stored evaluations' rows, of the
-    # evaluators asked for (bench.running.tending.shown_evaluations): a re-run shows them as the first run did
+    # evaluators asked for (bench.running.tending.plan_finished): a re-run shows them as the first run did
 
 
 @dataclass(frozen=True)

@@ -12,37 +12,25 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from sklearn.metrics import confusion_matrix
 
 import bench.methods  # noqa: F401  (registers the methods)
-from bench.results import chance, faults, lease, manifest, repair, runfiles, stopping, store
-from bench.data.batching import Encoded, auto_bucket
-from bench.data.bounds import TextBound, bound_data
-from bench.training.compile import compile_encoder
-from bench.training.graphs import graphs_decision
+from bench.results import faults, lease, manifest, repair, runfiles, stopping, store
 from bench.data.loading import TextData
 from bench.encoders.learning_rates import lr_hint
-from bench.encoders.models import build_encoder
 from bench.errors import BenchError
 from bench.running.evaluation import EvalOutcome, build_evaluators, evaluate_run, spec_columns
-from bench.running.tending import evaluate_finished, needs_tending, shown_evaluations, split_for_collapse, tidy
+from bench.running.tending import evaluate_finished, plan_finished, split_for_collapse, tidy
 from bench.evaluators.model import ModelClassifier
-from bench.evaluators.metrics import classification_records, collapse_note, softmax
+from bench.evaluators.metrics import judge_test
 from bench.running.export import save_hf_in_run
 from bench.running.outcome import ShardOutcome, ShardRequest  # noqa: F401  (also imported from here)
 from bench.running.provenance import provenance
-from bench.registry import METHODS
 from bench.spec import RunSpec
-from bench.training.token_cache import tokenize_cached
-from bench.training.checkpoint_policy import default_checkpoint_every_s
-from bench.training.trainer import Trainer
-from bench.training.setup import deterministic_kernels, resolve_device, seed_everything
+from bench.training.session import HowToTrain, train
 from bench.training.tracking import Tracker, tracked
-from bench.methods.base import PrepareContext
 
 log = logging.getLogger(__name__)
 CHECKPOINT = store.CHECKPOINT
-CACHE = ".cache"  # under the results folder: augmented views shared by runs on the same data and seed
 
 
 def ids_digest(ids: list[str]) -> str:
@@ -93,19 +81,20 @@ def claim_and_run(spec: RunSpec, data: TextData, results_dir: Path, device: str,
                   gather: bool, request: ShardRequest) -> ShardOutcome:
     """`run_shard` without its handling of stop signals and unwritable folders."""
     run_dir = results_dir / spec.key
-    healthy = not overwrite and store.is_finished(run_dir) and not runfiles.problems(run_dir)
-    if healthy and not needs_tending(run_dir, request, device):
-        outcome = ShardOutcome(spec.key, "skipped", "already finished", rows=runfiles.read_json(run_dir, store.ROWS),
-                               shown=store.evaluation_rows(run_dir, shown_evaluations(run_dir, request)))
+    folder = runfiles.FolderCheck(False) if overwrite else runfiles.check_folder(run_dir)  # one call: the folder
+    plan = plan_finished(run_dir, folder.rows, request, device) if folder.healthy else None  # one call: its evals
+    if plan is not None and not plan.needs_lease:
+        outcome = ShardOutcome(spec.key, "skipped", "already finished", rows=folder.rows,
+                               shown=plan.shown_rows(run_dir))
         if gather and store.table_is_stale(results_dir, run_dir):
             gather_table(results_dir, outcome)
         return outcome
     try:
         claim = lease.acquire(run_dir)
     except lease.Held as held:
-        if healthy:  # its holder evaluates or tidies it: left to it
+        if folder.healthy:  # its holder evaluates or tidies it: left to it
             return ShardOutcome(spec.key, "skipped", f"already finished; {held.info.holder} holds it (evaluating "
-                                f"or tidying up), left to it", rows=runfiles.read_json(run_dir, store.ROWS))
+                                f"or tidying up), left to it", rows=folder.rows)
         return ShardOutcome(spec.key, "held", held.info.describe())
     started = time.perf_counter()
     try:
@@ -113,7 +102,8 @@ def claim_and_run(spec: RunSpec, data: TextData, results_dir: Path, device: str,
             if overwrite:
                 store.reset_run(run_dir)
             tidy(run_dir)
-            repaired = repair.repair(run_dir) if store.is_finished(run_dir) else repair.Repair()
+            again = runfiles.check_folder(run_dir)  # under the lease now: damage found reading the rows included
+            repaired = repair.repair(run_dir, again.problems) if again.finished else repair.Repair()
             if store.is_finished(run_dir):  # finished by another runner before this one got the lease
                 outcome = ShardOutcome(spec.key, "skipped", "already finished",
                                        rows=runfiles.read_json(run_dir, store.ROWS), repaired=repaired.notes)
@@ -185,70 +175,29 @@ def train_and_evaluate(spec: RunSpec, data: TextData, run_dir: Path, device_name
         **spec.to_json(), "data": data.describe(),
         "split_ids": {s: ids_digest(getattr(data, s).ids) for s in ("train", "validation", "test")},
     })
-    device = resolve_device(device_name)
-    seed_everything(spec.seed)
-    deterministic = deterministic_kernels(device, strict=request.deterministic)
-    bucket = request.length_bucket if request.length_bucket is not None else auto_bucket(device.type, request.compile)
-    phases: dict[str, float] = {}  # the fixed cost of a shard, besides training: seconds per phase
-    clock = time.perf_counter()
-    bundle = build_encoder(spec.encoder, data.train.texts, spec.train)  # a word vocabulary: of the texts as loaded
-    data = bound_data(data, TextBound(spec.train.max_length, bundle.tokenize_words))  # cut to what the model sees
-    method_class = METHODS.get(spec.method)
-    method = method_class(bundle.model, data.num_labels, method_class.Config(**dict(spec.method_config)),
-                          head_dropout=spec.train.head_dropout)
-    phases["build_seconds"] = time.perf_counter() - clock
-    clock = time.perf_counter()
-    method.prepare(PrepareContext(data.train.texts, data.label_names, bundle, spec.seed,
-                                  cache_dir=run_dir.parent / CACHE, results_dir=run_dir.parent, spec=spec,
-                                  bucket=bucket, max_width=spec.train.max_length))
-    phases["prepare_seconds"] = time.perf_counter() - clock
-    clock = time.perf_counter()
-    identity = {"encoder": spec.encoder, "tokenizer": bundle.info.get("source", ""), "data": data.fingerprint,
-                "max_length": spec.train.max_length, "carve": [spec.train.data_seed, spec.train.val_fraction]}
-    encoded = {s: Encoded(tokenize_cached(bundle, getattr(data, s).texts, run_dir.parent / CACHE, identity),
-                          getattr(data, s).labels) for s in ("train", "validation", "test")}
-    phases["tokenize_seconds"] = time.perf_counter() - clock
-    compiled = compile_encoder(method.encoder) if request.compile else ""
-    try:
-        graphed, cuda_graphs = graphs_decision(request.cuda_graphs, device, method, bool(compiled))
-    except ValueError as exc:
-        raise BenchError(str(exc)) from exc
-    trainer = Trainer(method, spec.train, device, bundle.pad_id, spec.seed, bundle.min_length, graph_step=graphed,
-                      checkpoint=run_dir / CHECKPOINT, progress=progress, desc=spec.key, bucket=bucket,
-                      tracker=tracker, checkpoint_every_s=default_checkpoint_every_s()
-                      if request.checkpoint_every_s is None else request.checkpoint_every_s)
-    fit = trainer.fit(encoded["train"], encoded["validation"])
-    clock = time.perf_counter()
-    probabilities = softmax(trainer.require_finite_outputs(trainer.predict(encoded["test"]), "test"))
-    predicted = probabilities.argmax(1)
-    phases["test_seconds"] = time.perf_counter() - clock
-    if trainer.graphs_failed():  # a capture raised: the shard went on eagerly
-        cuda_graphs = f"off: {trainer.graphs_failed()}"
-    collapsed = collapse_note(data.test.labels, predicted, data.label_names, lr_hint(spec.encoder))
-    level = chance.chance_level(np.bincount(np.asarray(data.test.labels, dtype=int), minlength=len(data.label_names)),
-                                len(data.label_names))
-    test_accuracy = float(np.mean(np.asarray(data.test.labels) == predicted)) if len(predicted) else float("nan")
-    guessing = chance.near_chance(test_accuracy, len(predicted), level)
+    trained = train(spec, data, run_dir, device_name, HowToTrain(
+        request.compile, request.cuda_graphs, request.length_bucket, request.deterministic,
+        request.checkpoint_every_s), progress, tracker)
+    data, fit, method, trainer = trained.data, trained.fit, trained.method, trained.trainer
+    judged = judge_test(data.test.labels, trained.test_logits, data.label_names, lr_hint(spec.encoder))
+    predicted, probabilities, collapsed = judged.predicted, judged.probabilities, judged.collapsed
     wall = time.perf_counter() - started
     names = data.label_names
 
-    runfiles.write_jsonl_gz(run_dir, store.PREDICTIONS, [
-        {"id": i, "gold": names[g], "predicted": names[p], "probabilities": np.round(pr, 6).tolist()}
-        for i, g, p, pr in zip(data.test.ids, data.test.labels, predicted, probabilities)])
     best_val_confusion = fit.history[fit.best_epoch - 1]["val_confusion"] if fit.best_epoch else None
-    runfiles.write_json(run_dir, store.CONFUSION, {
-        "labels": names,
-        "test": confusion_matrix(data.test.labels, predicted, labels=range(len(names))).tolist(),
-        "validation": best_val_confusion})
-    runfiles.write_json(run_dir, store.TRAIN_LOG, {
-        "history": fit.history, "best_epoch": fit.best_epoch, "best_val_accuracy": fit.best_val_accuracy,
-        "resumed_from_epoch": fit.resumed_from_epoch, "stopped_early": fit.stopped_early,
-        "encoder": bundle.info, "phases": {k: round(v, 3) for k, v in phases.items()},
-        "compiled": compiled, "cuda_graphs": cuda_graphs, "graph_capture_seconds": trainer.capture_seconds(),
-        "length_bucket": bucket, "deterministic": deterministic, "collapsed": collapsed,
-        "texts_cut": data.texts_cut, "checkpoint_seconds": round(trainer.checkpoint_seconds, 3)})
-    if fit.method_state:
-        runfiles.write_json(run_dir, store.METHOD_STATE, fit.method_state)
+    files = {
+        store.PREDICTIONS: [{"id": i, "gold": names[g], "predicted": names[p], "probabilities": np.round(pr, 6).tolist()}
+                            for i, g, p, pr in zip(data.test.ids, data.test.labels, predicted, probabilities)],
+        store.CONFUSION: {"labels": names, "test": judged.confusion, "validation": best_val_confusion},
+        store.TRAIN_LOG: {
+            "history": fit.history, "best_epoch": fit.best_epoch, "best_val_accuracy": fit.best_val_accuracy,
+            "resumed_from_epoch": fit.resumed_from_epoch, "stopped_early": fit.stopped_early,
+            "encoder": trained.bundle.info, "phases": {k: round(v, 3) for k, v in trained.phases.items()},
+            "compiled": trained.compiled, "cuda_graphs": trained.cuda_graphs,
+            "graph_capture_seconds": trainer.capture_seconds(), "length_bucket": trained.bucket,
+            "deterministic": trained.deterministic, "collapsed": collapsed, "texts_cut": data.texts_cut,
+            "checkpoint_seconds": round(trainer.checkpoint_seconds, 3)},
+        **({store.METHOD_STATE: fit.method_state} if fit.method_state else {})}
 
     base = {"run_key": spec.key, "method": spec.method, "dataset": spec.dataset, "encoder": spec.encoder,
             "seed": spec.seed, "evaluator": "clean"}
@@ -256,33 +205,31 @@ def train_and_evaluate(spec: RunSpec, data: TextData, run_dir: Path, device_name
             "best_epoch": fit.best_epoch, "epochs_run": len(fit.history),
             "wall_seconds": round(wall, 2),
             "train_seconds": round(sum(h["seconds"] for h in fit.history), 2),  # all epochs, across resumes
-            **{k: round(v, 2) for k, v in phases.items()},  # this process's fixed costs (build, tokenise, test)
+            **{k: round(v, 2) for k, v in trained.phases.items()},  # this process's fixed costs (build, tokenise, test)
             "collapsed": int(bool(collapsed)),  # 1: the model predicts one class whatever the input
-            "chance": round(level, 6), "near_chance": int(guessing),  # 1: not clearly above chance (results.chance)
-            "compiled": compiled, "length_bucket": bucket,  # speed settings: not in the run key, recorded here
-            "cuda_graphs": cuda_graphs,  # "on", or "off: <why>" (bench.training.graphs.graphs_decision)
-            "deterministic": int(deterministic),  # 1: deterministic kernels (a CPU, or --deterministic)
+            "chance": round(judged.chance, 6),  # 1 below: not clearly above chance (bench.results.chance)
+            "near_chance": int(judged.near_chance),
+            "compiled": trained.compiled, "length_bucket": trained.bucket,  # speed settings: not in the run key
+            "cuda_graphs": trained.cuda_graphs,  # "on", or "off: <why>" (bench.training.graphs.graphs_decision)
+            "deterministic": int(trained.deterministic),  # 1: deterministic kernels (a CPU, or --deterministic)
             "texts_cut": sum(data.texts_cut.values()),  # texts longer than max_length tokens, cut (bench.data.bounds)
             **data.checks,  # leakage, duplicate rows, conflicting labels in the data as loaded (bench.data.checks)
             **fit.method_fields,  # how the method trained (Method.row_fields, e.g. clld-adaptive's ldm_updates)
-            **provenance(device), "finished_at": datetime.now(timezone.utc).isoformat()}
+            **provenance(trained.device), "finished_at": datetime.now(timezone.utc).isoformat()}
     rows = [{**base, "split": "test", **record, **meta}
-            for record in classification_records(data.test.labels, predicted, names)]
+            for record in judged.records]
     rows.append({**base, "split": "validation", "metric": "accuracy", "label": "",
                  "value": fit.best_val_accuracy, "n": len(data.validation), **meta})
-    if request.save_model and "pt" in request.save_format:
-        runfiles.save_model(run_dir, method)
-    near = chance.describe(test_accuracy, level) if guessing and not collapsed else ""
-    warning = "; ".join(filter(None, [trainer.checkpoint_note, collapsed, near, fit.method_warning]))
+    warning = "; ".join(filter(None, [trainer.checkpoint_note, collapsed, judged.near_note, fit.method_warning]))
     if request.save_model and "hf" in request.save_format:  # one that cannot be exported: a warning, results stand
-        warning = "; ".join(filter(None, [warning, save_hf_in_run(method, bundle, data, spec, run_dir, rows)]))
-    runfiles.write_json(run_dir, store.ROWS, rows)
+        warning = "; ".join(filter(None, [warning, save_hf_in_run(method, trained.bundle, data, spec, run_dir,
+                                                                  rows)]))
+    runfiles.store_run(run_dir, files, method if request.save_model and "pt" in request.save_format else None, rows)
     if tracker:
         tracker.log_final(rows)
-    trainer.remove_checkpoint()
     evaluators, left_out = split_for_collapse(spec.key, rows, request, build_evaluators(list(request.evaluators)))
-    classifier = ModelClassifier(method, bundle, names, device, amp_dtype=trainer.amp_dtype, bucket=bucket,
-                                 max_width=spec.train.max_length)
-    evaluations = evaluate_run(spec, data, classifier, run_dir, evaluators, request.options, device,
+    classifier = ModelClassifier(method, trained.bundle, names, trained.device, amp_dtype=trainer.amp_dtype,
+                                 bucket=trained.bucket, max_width=spec.train.max_length)
+    evaluations = evaluate_run(spec, data, classifier, run_dir, evaluators, request.options, trained.device,
                                explicit=request.explicit)
     return rows, left_out + evaluations, warning

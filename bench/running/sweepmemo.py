@@ -93,7 +93,7 @@ def remember_if_tended(name: str | None, opts: RunOptions, shards: list[Any], ou
     """After a sweep run here: remember it when every shard ended finished and would now be skipped untouched
     (healthy, nothing to tend, the gathered table current) and every dataset came from local files; whether it
     was remembered."""
-    from bench.running.tending import needs_tending, shown_evaluations
+    from bench.running.tending import plan_finished
 
     if name is None or len(outcomes) != len(shards) or any(o.status not in ("done", "skipped") for o in outcomes):
         return False
@@ -105,15 +105,17 @@ def remember_if_tended(name: str | None, opts: RunOptions, shards: list[Any], ou
     results_dir = opts.results_dir
     state = {s.spec.key: sweeps.files_state(results_dir / s.spec.key) for s in shards}  # before the check
     run_dirs = [results_dir / s.spec.key for s in shards]
+    shown = {}
     for run_dir in run_dirs:
-        if not runfiles.is_finished(run_dir) or runfiles.problems(run_dir) \
-                or needs_tending(run_dir, opts.request, opts.device):
+        folder = runfiles.check_folder(run_dir)
+        plan = plan_finished(run_dir, folder.rows, opts.request, opts.device) if folder.healthy else None
+        if plan is None or plan.needs_lease:
             return False
+        shown[run_dir.name] = plan.shown
     recent = [d for d in run_dirs if store.table_is_stale(results_dir, d)]  # gathered within its time margin
     if recent and not store.table_holds(results_dir, recent):
         return False
     folders = sorted({source.split(":", 1)[1] for source in sources if source.startswith(LOCAL_SOURCES)})
-    sweeps.remember(results_dir, name, [(s.spec.key, s.spec.method, shown_evaluations(results_dir / s.spec.key,
-                                                                                      opts.request))
-                                        for s in shards], folders, state)
+    sweeps.remember(results_dir, name, [(s.spec.key, s.spec.method, shown[s.spec.key]) for s in shards], folders,
+                    state)
     return True

@@ -4,6 +4,7 @@ model; a run that collapsed is not scored by the evaluators that score the model
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -25,31 +26,40 @@ COLLAPSED_SKIP = ("not run on a collapsed run (one class predicted whatever the 
                   "--evaluators to score collapsed runs too")
 
 
-def needs_tending(run_dir: Path, request: ShardRequest, device: str = "auto") -> bool:
-    """Whether a finished run has anything left to write or clean up (a requested evaluation it lacks or whose
-    stored skip no longer holds on `device`, debris of a killed process, a lease), which takes its lease; else
-    it is skipped without one."""
+@dataclass
+class Finished:
+    """What a finished, whole run needs when its shard comes round again (`plan_finished`): its lease (a requested
+    evaluation it lacks or whose stored skip no longer holds, debris of a killed process, a lease), and the rows
+    of its stored evaluations of the evaluators asked for, which a re-run shows as the first run did."""
+
+    needs_lease: bool
+    shown: list[str]  # evals/<evaluator>-<hash>.json names, in request order
+
+    def shown_rows(self, run_dir: Path) -> list[dict[str, Any]]:
+        """The rows of the shown evaluations."""
+        return store.evaluation_rows(run_dir, self.shown)
+
+
+def plan_finished(run_dir: Path, rows: list[dict[str, Any]], request: ShardRequest, device: str = "auto"
+                  ) -> Finished:
+    """The evaluation of a finished run decided in one place: whether it needs its lease, and what it shows (see
+    `Finished`); `rows`: its rows, read already."""
+    evaluators, _ = split_for_collapse(run_dir.name, rows, request, build_evaluators(list(request.evaluators)))
+    options = options_for_run(request.options, run_dir)
+    shown = [evaluation_name(path) for e in evaluators if (path := evaluation_path(run_dir, e, options)).is_file()]
+    if has_debris(run_dir):
+        return Finished(True, shown)
+    device_type = requested_device_type(device)
+    return Finished(any(not is_done(run_dir, e, request.options, explicit=request.explicit, device_type=device_type)
+                        for e in evaluators), shown)
+
+
+def has_debris(run_dir: Path) -> bool:
+    """What a killed process leaves in a run folder (a checkpoint, a lease or its leftovers, temporary files)."""
     evals = run_dir / store.EVALS
     if (run_dir / CHECKPOINT).exists() or any(run_dir.glob(f".{lease.LEASE}*")) or (run_dir / lease.LEASE).exists():
         return True
-    if any(run_dir.glob(".*.*.tmp")) or any(evals.glob(".*.*.tmp")) or any(evals.glob("*/.*.*.tmp")):
-        return True
-    device_type = requested_device_type(device)
-    evaluators, _ = split_for_collapse(run_dir.name, runfiles.read_json(run_dir, store.ROWS), request,
-                                       build_evaluators(list(request.evaluators)))
-    return any(not is_done(run_dir, e, request.options, explicit=request.explicit, device_type=device_type)
-               for e in evaluators)
-
-
-def shown_evaluations(run_dir: Path, request: ShardRequest) -> list[str]:
-    """The stored evaluations (names under the run folder: evals/<evaluator>-<hash>.json) of the evaluators
-    `request` asks for, with its options as they apply to the run, in request order: what a re-run of a finished
-    shard shows of it (their rows: store.evaluation_rows)."""
-    evaluators, _ = split_for_collapse(run_dir.name, runfiles.read_json(run_dir, store.ROWS), request,
-                                       build_evaluators(list(request.evaluators)))
-    options = options_for_run(request.options, run_dir)
-    paths = [evaluation_path(run_dir, evaluator, options) for evaluator in evaluators]
-    return [evaluation_name(path) for path in paths if path.is_file()]
+    return any(run_dir.glob(".*.*.tmp")) or any(evals.glob(".*.*.tmp")) or any(evals.glob("*/.*.*.tmp"))
 
 
 def unscored_collapse(rows: list[dict[str, Any]], request: ShardRequest) -> bool:
