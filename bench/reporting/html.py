@@ -13,8 +13,9 @@ before when unchanged: bench.reporting.figurecache; heatmaps as HTML tables), an
 section with nothing to show (one dataset to rank, one method, no evaluator rows, no published numbers) is left
 out and named, with why, in one line under the contents (`Absent`). The page's structure is one template
 (`bench.reporting.htmltemplate`: templates/page.html.j2), filled from the plain data this module computes. Every
-table sorts by a click on a header and saves its rows as shown as CSV (the template's inline script, page.js). Nothing is fetched when the page is opened: no external
-scripts, style sheets, fonts or images; links are relative; no absolute local path is shown.
+table sorts by a click on a header and saves its rows as shown as CSV (the template's inline script, page.js).
+Nothing is fetched when the page is opened: no external scripts, style sheets, fonts or images; links are
+relative; no absolute local path is shown.
 
 Collapsed runs follow `bench.reporting.collapsed`: the header lists them, each with a "collapsed" badge (as in
 the provenance table), and the tables, summaries and figures leave them out unless a --filter names them.

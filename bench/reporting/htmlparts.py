@@ -156,9 +156,10 @@ def page(title: str, header: dict[str, Any], sections: Sequence[tuple[str, str, 
     """The whole document (the template's `page`): inline CSS, the header (`header`: the data of the template's
     `header` macro), a table of contents, the sections (id, title, body HTML), a line naming the sections `absent`
     (title, why: nothing to show) and the inline script that sorts tables and saves them as CSV."""
+    shown = [{"id": sid, "title": name, "body": safe(body)} for sid, name, body in sections]
     return render("page", {"title": title, "css": safe(CSS), "script": safe(SCRIPT), "header": header,
                            "footer": footer, "absent": [{"title": t, "why": why} for t, why in absent],
-                           "sections": [{"id": sid, "title": name, "body": safe(body)} for sid, name, body in sections]})
+                           "sections": shown})
 
 
 def without_paths(text: str, named: dict[str, str]) -> str:

@@ -207,8 +207,8 @@ def train_and_evaluate(spec: RunSpec, data: TextData, run_dir: Path, device_name
             "train_seconds": round(sum(h["seconds"] for h in fit.history), 2),  # all epochs, across resumes
             **{k: round(v, 2) for k, v in trained.phases.items()},  # this process's fixed costs (build, tokenise, test)
             "collapsed": int(bool(collapsed)),  # 1: the model predicts one class whatever the input
-            "chance": round(judged.chance, 6),  # 1 below: not clearly above chance (bench.results.chance)
-            "near_chance": int(judged.near_chance),
+            "chance": round(judged.chance, 6),  # the test labels' chance level (bench.results.chance)
+            "near_chance": int(judged.near_chance),  # 1: not clearly above chance
             "compiled": trained.compiled, "length_bucket": trained.bucket,  # speed settings: not in the run key
             "cuda_graphs": trained.cuda_graphs,  # "on", or "off: <why>" (bench.training.graphs.graphs_decision)
             "deterministic": int(trained.deterministic),  # 1: deterministic kernels (a CPU, or --deterministic)
@@ -216,8 +216,7 @@ def train_and_evaluate(spec: RunSpec, data: TextData, run_dir: Path, device_name
             **data.checks,  # leakage, duplicate rows, conflicting labels in the data as loaded (bench.data.checks)
             **fit.method_fields,  # how the method trained (Method.row_fields, e.g. clld-adaptive's ldm_updates)
             **provenance(trained.device), "finished_at": datetime.now(timezone.utc).isoformat()}
-    rows = [{**base, "split": "test", **record, **meta}
-            for record in judged.records]
+    rows = [{**base, "split": "test", **record, **meta} for record in judged.records]
     rows.append({**base, "split": "validation", "metric": "accuracy", "label": "",
                  "value": fit.best_val_accuracy, "n": len(data.validation), **meta})
     warning = "; ".join(filter(None, [trainer.checkpoint_note, collapsed, judged.near_note, fit.method_warning]))
