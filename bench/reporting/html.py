@@ -38,7 +38,7 @@ from bench.reporting.htmlfigures import budget_figure, first_seed_runs, method_f
 from bench.reporting.htmlgrid import (combinations_apart, confusion_diff_section, main_table, one_combination,
                                       selection_meta, selection_section)
 from bench.reporting.collapsed import BRING_BACK, MARK, WHAT, asked_for, flag_runs, split_runs, warning_lines
-from bench.reporting.htmlparts import (Absent, badge, cells_table, esc, frame_table, note, notes_list, page,
+from bench.reporting.htmlparts import (Absent, badge, cells_table, details, esc, frame_table, note, notes_list, page,
                                       without_paths)
 from bench.reporting.leaderboard import accuracy_cells
 from bench.reporting.plotdata import FEW_SEEDS, FEW_SEEDS_WHY, PERCENT, is_fraction
@@ -182,10 +182,10 @@ def robustness_section(frame: pd.DataFrame, include: bool = False) -> str | Abse
         return body + notes_list(summary.attrs.get("notes", []))
     evaluators = ", ".join(dict.fromkeys(summary["evaluator"]))
     built = provenance_notes(tables.evaluator_rows(split_runs(frame, include=include).kept), frame)
-    return body + (f"<details><summary>Evaluator summaries: {len(summary)} metrics of {esc(evaluators)}</summary>\n"
-                   + frame_table(summary, "table-evaluators", "Every evaluator metric (overall rows): mean ± std "
-                                 "over seeds, fractions in %, one line per evaluator setting (eval_hash)")
-                   + notes_list([*summary.attrs.get("notes", []), *built]) + "</details>\n")
+    return body + details(f"Evaluator summaries: {len(summary)} metrics of {evaluators}",
+                          frame_table(summary, "table-evaluators", "Every evaluator metric (overall rows): mean ± "
+                                      "std over seeds, fractions in %, one line per evaluator setting (eval_hash)")
+                          + notes_list([*summary.attrs.get("notes", []), *built]))
 
 
 def in_percent(frame: pd.DataFrame) -> pd.DataFrame:
@@ -228,10 +228,8 @@ def provenance_section(frame: pd.DataFrame) -> str:
             values = sorted(set(shown[column]) - {""})
             glance.append(f"{name}: {', '.join(v[:10] if column == 'git_commit' else v for v in values[:4])}"
                           + (f" and {len(values) - 4} more" if len(values) > 4 else ""))
-    return (f"<details><summary>{esc(' · '.join(glance))}</summary>\n"
-            + frame_table(shown.assign(run_key=keys), "table-provenance", "Provenance of each run (from its result "
-                          "rows)", html_columns=("run_key",))
-            + "</details>\n")
+    return details(" · ".join(glance), frame_table(shown.assign(run_key=keys), "table-provenance", "Provenance of "
+                                                   "each run (from its result rows)", html_columns=("run_key",)))
 
 
 # ----------------------------------------------------------------------------------------------- page

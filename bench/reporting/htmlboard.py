@@ -14,7 +14,7 @@ import pandas as pd
 from bench.errors import BenchError
 from bench.reporting import leaderboard
 from bench.reporting.datasetinfo import dataset_details, method_href
-from bench.reporting.htmlparts import Absent, esc, few_seeds_badge, frame_table, note, notes_list
+from bench.reporting.htmlparts import Absent, esc, few_seeds_badge, frame_table, link, note, notes_list
 from bench.reporting.plotdata import FEW_SEEDS, FEW_SEEDS_WHY
 from bench.reporting.tables import clean_accuracy, method_key
 
@@ -31,8 +31,7 @@ def number(value: object, digits: int = 1) -> str:
 
 def method_html(method: str, page_dir: Path | None) -> str:
     """The method's name, linked (relative link) to its section of docs/METHODS.md when there is one."""
-    href = method_href(method, page_dir)
-    return f'<a href="{esc(href)}">{esc(method)}</a>' if href else esc(method)
+    return link(method_href(method, page_dir), method)
 
 
 def rank_test_html(frame: pd.DataFrame, include: bool = False) -> tuple[str, str]:

@@ -17,7 +17,7 @@ import pandas as pd
 from bench.errors import BenchError
 from bench.reporting.figurecache import attempt, drawn
 from bench.reporting.figures import ldm_start, run_info
-from bench.reporting.htmlparts import anchor, esc, note
+from bench.reporting.htmlparts import anchor, esc, figures_row, note
 from bench.reporting.plotdata import FEW_SEEDS, FEW_SEEDS_WHY
 from bench.reporting.tables import clean_accuracy, method_key
 from bench.results import store
@@ -63,7 +63,7 @@ def summary_figure(frame: pd.DataFrame, filters: list[str]) -> str:
     figure, reason = drawn("plots:summary_plot", (frame.to_dict("records"), "accuracy", filters), caption)
     if not figure:
         return note(f"No accuracy summary figure: {reason}")
-    return '<div class="figures">' + figure + "</div>\n"
+    return figures_row([figure])
 
 
 def budget_figure(frame: pd.DataFrame, filters: list[str]) -> str:
@@ -80,7 +80,7 @@ def budget_figure(frame: pd.DataFrame, filters: list[str]) -> str:
     figure, reason = drawn("budgetplot:budget_plot", (frame, filters), caption)
     if not figure:
         return note(f"No tuning-budget figure: {reason}")
-    return '<div class="figures">' + figure + "</div>\n"
+    return figures_row([figure])
 
 
 def ldm_caption(run_dir: Path, title: str) -> str:
@@ -112,8 +112,7 @@ def curves_figures(source: Path, runs: list[ChosenRun]) -> str:
             reasons.append(f"{dataset} · {encoder}: {reason}")
         else:
             parts.append(figure)
-    body = f'<div class="figures">{"".join(parts)}</div>\n' if parts else ""
-    return body + "".join(note(f"No training curves for {r}") for r in reasons)
+    return figures_row(parts) + "".join(note(f"No training curves for {r}") for r in reasons)
 
 
 def run_figures(source: Path, run: ChosenRun) -> tuple[list[str], list[str]]:
@@ -152,7 +151,7 @@ def method_figures(source: Path, runs: list[ChosenRun]) -> str:
     for run in runs[:MAX_RUN_FIGURES]:
         figures, notes = run_figures(source, run)
         body += f'<h3 id="{anchor("run-" + run.key)}">{esc(run.title)} <small>({esc(run.key)})</small></h3>\n'
-        body += (f'<div class="figures">{"".join(figures)}</div>\n' if figures else "")
+        body += figures_row(figures)
         body += "".join(note(n) for n in notes)
     if len(runs) > MAX_RUN_FIGURES:
         body += note(f"{len(runs) - MAX_RUN_FIGURES} more dataset/encoder/method groups left out (at most "

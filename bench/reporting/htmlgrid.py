@@ -26,7 +26,7 @@ from bench.reporting.cellframes import DIGITS, make_table, mark_best, value_cell
 from bench.reporting.collapsed import split_runs
 from bench.reporting.figurecache import attempt
 from bench.reporting.htmlheatmap import confusion_diff_html
-from bench.reporting.htmlparts import Absent, cells_table, esc, note
+from bench.reporting.htmlparts import Absent, cells_table, esc, figures_row, note
 from bench.reporting.resultsview import as_text, canonical_method
 from bench.reporting.selection import Selection, selection_cells
 from bench.reporting.tables import method_key
@@ -266,5 +266,4 @@ def confusion_diff_section(source: Path, frame: pd.DataFrame, baseline: str, inc
     if len(pairs) > MAX_DIFFS:
         notes.append(f"{len(pairs) - MAX_DIFFS} more method × dataset pairs left out (at most {MAX_DIFFS} drawn); "
                      "narrow the page with --filter.")
-    body = f'<div class="figures">{"".join(parts)}</div>\n' if parts else ""
-    return body + "".join(note(n) for n in notes)
+    return figures_row(parts) + "".join(note(n) for n in notes)

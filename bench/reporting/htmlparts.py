@@ -83,6 +83,21 @@ def few_seeds_data(n: Any) -> dict[str, str] | None:
 FEW_SEEDS_NOTE = f"< {FEW_SEEDS} seeds: the cell rests on fewer than {FEW_SEEDS} seeds; {FEW_SEEDS_WHY}"
 
 
+def figures_row(items: Iterable[str]) -> str:
+    """Figures side by side (each HTML: a figure, an SVG chart, a heatmap table); '' without any."""
+    return render("figures", [safe(item) for item in items])
+
+
+def details(summary: str, body: str) -> str:
+    """A folded block: its one-line summary (text), then `body` (HTML)."""
+    return render("details", summary, safe(body))
+
+
+def link(href: str | None, text: str) -> str:
+    """`text` linked to `href` (relative), or the text alone when there is no link."""
+    return render("link", href or "", text)
+
+
 def notes_list(notes: Iterable[str]) -> str:
     """Table notes as a small list ('' without notes)."""
     return render("notes", list(notes))

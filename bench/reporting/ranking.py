@@ -36,7 +36,7 @@ from bench.errors import BenchError
 from bench.reporting.cellframes import format_p, make_table, text_cell
 from bench.reporting.figures import Plot, styled
 from bench.reporting.htmlcd import cd_figure_html
-from bench.reporting.htmlparts import esc, note, notes_list
+from bench.reporting.htmlparts import esc, figures_row, note, notes_list
 from bench.reporting.leaderboard import accuracy_cells
 from bench.reporting.render import filters_slug
 from bench.reporting.resultsview import first_few
@@ -313,7 +313,7 @@ def ranking_html(ranking: Ranking) -> str:
                f"the right; a bar joins methods within CD = {ranking.cd:.2f} of each other (Nemenyi, α = {ALPHA:g})")
     figure = cd_figure_html("ranking-cd", ranking.mean_ranks.to_dict(), ranking.cd, ranking.groups, caption)
     return (f'<p id="ranking-test"><strong>{esc(ranking.headline())}</strong></p>\n'
-            + f'<div class="figures">{figure}</div>\n'
+            + figures_row([figure])
             + notes_list([f"not told apart (Nemenyi): {groups}",
                           "mean ranks: " + ", ".join(f"{m} {r:.2f}" for m, r in ranking.mean_ranks.items()),
                           *ranking_notes(ranking)[:3], *ranking.notes]))
