@@ -14,7 +14,8 @@ import pandas as pd
 from bench.errors import BenchError
 from bench.reporting import leaderboard
 from bench.reporting.datasetinfo import dataset_details, method_href
-from bench.reporting.htmlparts import Absent, esc, few_seeds_badge, frame_table, link, note, notes_list
+from bench.reporting.htmlparts import Absent, few_seeds_badge, frame_table, link, note, notes_list
+from bench.reporting.htmltemplate import render, safe
 from bench.reporting.plotdata import FEW_SEEDS, FEW_SEEDS_WHY
 from bench.reporting.tables import clean_accuracy, method_key
 
@@ -142,4 +143,4 @@ def datasets_section(frame: pd.DataFrame, source: Path, page_dir: Path | None) -
     links = [method_html(m, page_dir) for m in methods]
     where = ("each linked to its definition in docs/METHODS.md" if any("<a " in link for link in links) else
              "defined in docs/METHODS.md of the clbench checkout (no link: the page lies outside it)")
-    return body + f'<p id="methods">Methods on this page, {esc(where)}: {", ".join(links)}.</p>\n'
+    return body + render("paragraph", f"Methods on this page, {where}: ", "methods", more=safe(", ".join(links) + "."))

@@ -17,7 +17,8 @@ import pandas as pd
 from bench.errors import BenchError
 from bench.reporting.figurecache import attempt, drawn
 from bench.reporting.figures import ldm_start, run_info
-from bench.reporting.htmlparts import anchor, esc, figures_row, note
+from bench.reporting.htmlparts import anchor, figures_row, note
+from bench.reporting.htmltemplate import render
 from bench.reporting.plotdata import FEW_SEEDS, FEW_SEEDS_WHY
 from bench.reporting.tables import clean_accuracy, method_key
 from bench.results import store
@@ -143,14 +144,14 @@ def run_figures(source: Path, run: ChosenRun) -> tuple[list[str], list[str]]:
 
 def method_figures(source: Path, runs: list[ChosenRun]) -> str:
     """Curves, then per first-seed run a heading with its heatmaps; notes for what is missing."""
-    body = ("<p>For each dataset · encoder · method, its run with the lowest seed: training curves, the test "
-            "confusion, and for clld runs the learnt label-distance matrix.</p>\n"
-            "<h3>Training curves</h3>\n" + curves_figures(source, runs))
+    body = (render("paragraph", "For each dataset · encoder · method, its run with the lowest seed: training "
+                   "curves, the test confusion, and for clld runs the learnt label-distance matrix.")
+            + "<h3>Training curves</h3>\n" + curves_figures(source, runs))
     if not any(run.method.startswith("clld") for run in runs):
         body += note("No clld run in the selection, so no label-distance heatmaps.")
     for run in runs[:MAX_RUN_FIGURES]:
         figures, notes = run_figures(source, run)
-        body += f'<h3 id="{anchor("run-" + run.key)}">{esc(run.title)} <small>({esc(run.key)})</small></h3>\n'
+        body += render("run_heading", anchor("run-" + run.key), run.title, run.key)
         body += figures_row(figures)
         body += "".join(note(n) for n in notes)
     if len(runs) > MAX_RUN_FIGURES:

@@ -27,6 +27,7 @@ from bench.reporting.collapsed import split_runs
 from bench.reporting.figurecache import attempt
 from bench.reporting.htmlheatmap import confusion_diff_html
 from bench.reporting.htmlparts import Absent, cells_table, esc, figures_row, note
+from bench.reporting.htmltemplate import render
 from bench.reporting.resultsview import as_text, canonical_method
 from bench.reporting.selection import Selection, selection_cells
 from bench.reporting.tables import method_key
@@ -180,9 +181,8 @@ def selection_meta(selection: Selection | None) -> str:
 def selection_section(selection: Selection) -> str:
     """Per dataset · encoder · method, the combination chosen on validation: its knobs, validation accuracy,
     tuning budget (combinations × seeds tried), compute and reported seeds; the choice's warnings."""
-    warnings = "".join(f"<li>{esc(w)}</li>" for w in selection.warnings)
-    alert = (f'<div class="warnings" id="selection-warnings" role="alert"><strong>Selection warnings '
-             f"({len(selection.warnings)})</strong><ul>{warnings}</ul></div>\n" if warnings else "")
+    alert = render("alert", "selection-warnings", f"Selection warnings ({len(selection.warnings)})",
+                   selection.warnings) if selection.warnings else ""
     intro = ("<p>Per dataset · encoder · method, the knob combination with the best mean validation accuracy over "
              "the selection seeds (<code>--select-by validation</code>, as <code>clbench report --table compare "
              f"--select-by validation</code> chooses). {esc(NEVER_TEST)}</p>\n")

@@ -36,7 +36,8 @@ from bench.errors import BenchError
 from bench.reporting.cellframes import format_p, make_table, text_cell
 from bench.reporting.figures import Plot, styled
 from bench.reporting.htmlcd import cd_figure_html
-from bench.reporting.htmlparts import esc, figures_row, note, notes_list
+from bench.reporting.htmlparts import figures_row, note, notes_list
+from bench.reporting.htmltemplate import render
 from bench.reporting.leaderboard import accuracy_cells
 from bench.reporting.render import filters_slug
 from bench.reporting.resultsview import first_few
@@ -312,7 +313,7 @@ def ranking_html(ranking: Ranking) -> str:
     caption = (f"Critical-difference diagram: mean rank over {len(ranking.scores)} blocks ({BLOCKS}), 1 = best, on "
                f"the right; a bar joins methods within CD = {ranking.cd:.2f} of each other (Nemenyi, α = {ALPHA:g})")
     figure = cd_figure_html("ranking-cd", ranking.mean_ranks.to_dict(), ranking.cd, ranking.groups, caption)
-    return (f'<p id="ranking-test"><strong>{esc(ranking.headline())}</strong></p>\n'
+    return (render("paragraph", "", "ranking-test", lead=ranking.headline())
             + figures_row([figure])
             + notes_list([f"not told apart (Nemenyi): {groups}",
                           "mean ranks: " + ", ".join(f"{m} {r:.2f}" for m, r in ranking.mean_ranks.items()),
