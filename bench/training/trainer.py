@@ -365,8 +365,3 @@ class Trainer:
         stopping.note(f"after epoch {state['epoch']}")
         log.info("%s: resuming after epoch %d from %s", self.desc, state["epoch"], self.checkpoint)
         return int(state["epoch"])
-
-    def remove_checkpoint(self) -> None:
-        """Delete the resume checkpoint once the run's results are safely written."""
-        if self.checkpoint is not None:
-            runfiles.forget(self.checkpoint.parent, self.checkpoint.name)
