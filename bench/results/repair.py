@@ -31,7 +31,8 @@ RESTORE = "restored from its evaluation"
 ADOPTED = "a new manifest lists the files that read whole"
 RESTART = "the shard trains from the start"
 IGNORED = "nothing is redone (clbench never read it)"
-MOVED_WHOLE = "never gathered; `clbench verify --repair` moves the folder to the results' .aside/"
+MOVED_WHOLE = ("never gathered; `clbench verify --repair` moves the folder to the results' .aside/ (or delete it; a "
+               "re-run of its key retrains it)")
 
 
 @dataclass

@@ -134,9 +134,9 @@ def check_run(run_dir: Path, report: Report, fix: bool) -> None:
 
 def hint(damage: manifest.Damaged) -> str:
     """What fixes a damaged file of a finished run, and when."""
-    if damage.what.startswith(runfiles.MISNAMED):
-        return f"`clbench verify --repair` moves the folder to {ASIDE}/ (or delete it; a re-run of its key retrains it)"
     what = repair.consequence(damage.name, damage.what)
+    if what == repair.MOVED_WHOLE:  # another run's folder: no run of this key repairs it
+        return what
     if what == repair.IGNORED:
         return f"moved aside by the next `clbench run` (or `clbench verify --repair` now); {what}"
     return f"{what} by the next `clbench run` (or `clbench verify --repair` now)"

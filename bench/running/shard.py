@@ -175,9 +175,9 @@ def train_and_evaluate(spec: RunSpec, data: TextData, run_dir: Path, device_name
         **spec.to_json(), "data": data.describe(),
         "split_ids": {s: ids_digest(getattr(data, s).ids) for s in ("train", "validation", "test")},
     })
-    trained = train(spec, data, run_dir, device_name, HowToTrain(
-        request.compile, request.cuda_graphs, request.length_bucket, request.deterministic,
-        request.checkpoint_every_s), progress, tracker)
+    how = HowToTrain(compile=request.compile, cuda_graphs=request.cuda_graphs, length_bucket=request.length_bucket,
+                     deterministic=request.deterministic, checkpoint_every_s=request.checkpoint_every_s)
+    trained = train(spec, data, run_dir, device_name, how, progress, tracker)
     data, fit, method, trainer = trained.data, trained.fit, trained.method, trained.trainer
     judged = judge_test(data.test.labels, trained.test_logits, data.label_names, lr_hint(spec.encoder))
     predicted, probabilities, collapsed = judged.predicted, judged.probabilities, judged.collapsed
@@ -186,7 +186,8 @@ def train_and_evaluate(spec: RunSpec, data: TextData, run_dir: Path, device_name
 
     best_val_confusion = fit.history[fit.best_epoch - 1]["val_confusion"] if fit.best_epoch else None
     files = {
-        store.PREDICTIONS: [{"id": i, "gold": names[g], "predicted": names[p], "probabilities": np.round(pr, 6).tolist()}
+        store.PREDICTIONS: [{"id": i, "gold": names[g], "predicted": names[p],
+                             "probabilities": np.round(pr, 6).tolist()}
                             for i, g, p, pr in zip(data.test.ids, data.test.labels, predicted, probabilities)],
         store.CONFUSION: {"labels": names, "test": judged.confusion, "validation": best_val_confusion},
         store.TRAIN_LOG: {

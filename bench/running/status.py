@@ -126,8 +126,8 @@ def decide(key: str, run_dir: Path | None, submitted: dict[str, Any] | None,
             return ShardStatus(key, "failed", error_reason(error_path), job)
     if submitted and scheduler is None:
         return ShardStatus(key, "unknown", f"{UNREACHABLE}; submitted as job {job}", job)
-    if not submitted and not has(store.SPEC) and not has(CHECKPOINT) and emptied(run_dir):
-        return ShardStatus(key, "damaged", f"emptied after damage (its files are in {emptied(run_dir)}/); the next "
+    if not submitted and not has(store.SPEC) and not has(CHECKPOINT) and (aside := emptied(run_dir)):
+        return ShardStatus(key, "damaged", f"emptied after damage (its files are in {aside}/); the next "
                                            "`clbench run` of this shard retrains it")
     progress = ("checkpoint present" if has(CHECKPOINT) else
                 "started, no checkpoint yet" if has(store.SPEC) else "not started")

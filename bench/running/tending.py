@@ -29,8 +29,8 @@ COLLAPSED_SKIP = ("not run on a collapsed run (one class predicted whatever the 
 @dataclass
 class Finished:
     """What a finished, whole run needs when its shard comes round again (`plan_finished`): its lease (a requested
-    evaluation it lacks or whose stored skip no longer holds, debris of a killed process, a lease), and the rows
-    of its stored evaluations of the evaluators asked for, which a re-run shows as the first run did."""
+    evaluation it lacks or whose stored skip no longer holds, debris of a killed process, a lease), and its stored
+    evaluations of the evaluators asked for, whose rows a re-run shows as the first run did (`shown_rows`)."""
 
     needs_lease: bool
     shown: list[str]  # evals/<evaluator>-<hash>.json names, in request order
