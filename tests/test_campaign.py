@@ -564,21 +564,22 @@ def git(repo: Path, *args: str) -> None:
     subprocess.run(["git", *args], cwd=repo, check=True, capture_output=True)
 
 
-def test_the_tree_counts_tracked_and_untracked_files_and_shared_but_not_ignored_ones(tmp_path):
-    # a repository written here: its own `shared/` folder (the one the device tool carries although git ignores
-    # it), not the shared folder beside a checkout, which a fresh clone does not have
+def test_the_tree_counts_tracked_and_untracked_files_and_the_carried_folder_but_not_ignored_ones(tmp_path):
+    # a repository written here, with a folder named sizes.SHARED inside it (one the device tool carries although
+    # git ignores it): everything the test reads is made by the test
     repo = tmp_path / "repo"
     repo.mkdir()
     git(repo, "init", "-q")
+    ignore = f"/ignored/\n/{sizes.SHARED}/\n"
     files = {"tracked.txt": 1000, ".gitignore": 0, "untracked.txt": 2000, "ignored/big.bin": 50_000,
-             "shared/data.bin": 4000, "sub/deleted.txt": 8000}
+             f"{sizes.SHARED}/data.bin": 4000, "sub/deleted.txt": 8000}
     for name, size in files.items():
         (repo / name).parent.mkdir(parents=True, exist_ok=True)
         (repo / name).write_bytes(b"x" * size)
-    (repo / ".gitignore").write_text("/ignored/\n/shared/\n", encoding="utf-8")
+    (repo / ".gitignore").write_text(ignore, encoding="utf-8")
     git(repo, "add", "tracked.txt", ".gitignore", "sub/deleted.txt")
     (repo / "sub" / "deleted.txt").unlink()  # tracked, gone from the tree: nothing travels
-    expected = 1000 + len("/ignored/\n/shared/\n") + 2000 + 4000
+    expected = 1000 + len(ignore) + 2000 + 4000
     assert sizes.tree_mib(repo) == pytest.approx(expected / 2**20)
     (tmp_path / "plain").mkdir()
     assert sizes.tree_mib(tmp_path / "plain") is None and sizes.tree_mib(tmp_path / "absent") is None
