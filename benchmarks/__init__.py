@@ -15,11 +15,12 @@ One module per job:
     compile      compile: eager vs torch.compile step time per method
     profile      profile: one method's training step under the PyTorch profiler (top operators, GPU busy share)
     estimate     estimate: a sweep's expected wall time from a measured or assumed rate
+    costs        the model FLOPs of a shard and the wall-time arithmetic `estimate` and `mfu` use
     slurm        slurm: submission time and requeue overhead on a real cluster (and the real-cluster tests' helpers)
     demo         demo: `clbench run` with no arguments (a new user's first command) against its 3-minute budget
     vectors      vectors: counter-fitting GloVe for TextFooler, timed, and SimLex-999 before and after
 
-The names of those modules (and `training_flops` of bench.running.walltime) are importable from `benchmarks` itself; they
+The names of those modules (and `INHERENT_PASSES` of bench.running.walltime) are importable from `benchmarks` itself; they
 are imported on first use, so `import benchmarks` loads neither a benchmark nor torch.
 """
 
@@ -50,7 +51,8 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
     "benchmarks.slurm": ("slurm_bench", "slow_dataset", "cluster_problem", "hurry_requeued", "task_spans",
                          "restarts"),
     "benchmarks.vectors": ("vectors_bench",),
-    "bench.running.walltime": ("training_flops", "INHERENT_PASSES"),
+    "benchmarks.costs": ("training_flops",),
+    "bench.running.walltime": ("INHERENT_PASSES",),
 }
 _HOME = {name: module for module, names in _EXPORTS.items() for name in names}
 

@@ -58,7 +58,7 @@ def launch_shards(args: argparse.Namespace, k: int) -> list[dict]:
         # inherit); each worker imports this module itself (cheap once those are loaded) to find `shard_worker`
         context = multiprocessing.get_context("forkserver")
         context.set_forkserver_preload(["bench.methods", "bench.data.batching", "bench.training.compile", "bench.data.loading", "bench.encoders.models",
-                                        "bench.training.trainer", "bench.running.walltime"])
+                                        "bench.training.trainer", "benchmarks.costs"])
     else:
         context = multiprocessing.get_context("spawn")
     barrier, results = context.Barrier(k), context.Queue()

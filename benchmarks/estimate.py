@@ -14,8 +14,8 @@ from typing import Any
 
 from bench.errors import BenchError
 from benchmarks.common import PEAK_BF16_TFLOPS
-from bench.running.walltime import (format_hours, makespan, measured_epoch_seconds, shard_cost, split_flops,
-                                    step_time_seconds)
+from benchmarks.costs import (format_hours, makespan, measured_epoch_seconds, shard_cost, split_flops,
+                              step_time_seconds)
 
 
 def run_estimate(args: argparse.Namespace) -> dict:

@@ -15,7 +15,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from bench.data.batching import Encoded, auto_bucket, collate, length_grouped_batches, random_batches
+from bench.data.batching import Encoded, auto_bucket, collate, length_grouped_batches
 from bench.training.compile import compile_encoder
 from bench.data.loading import load_dataset
 from bench.encoders.models import build_encoder
@@ -26,6 +26,12 @@ from bench.spec import TrainConfig
 from bench.training.trainer import Trainer
 from bench.training.setup import deterministic_kernels, seed_everything
 from bench.running.walltime import INHERENT_PASSES
+
+
+def random_batches(n: int, batch_size: int, rng: np.random.Generator) -> list[np.ndarray]:
+    """Plain shuffled batches (no length grouping): the baseline the padding benchmark compares against."""
+    order = rng.permutation(n)
+    return [order[i:i + batch_size] for i in range(0, n, batch_size)]
 
 
 def minimal_loop(trainer: Trainer, data: Encoded, batches: list[np.ndarray], optimizer: torch.optim.Optimizer,

@@ -1,5 +1,5 @@
 """`throughput` and `report`: absolute training speed. `throughput` measures the sequences/s, achieved TFLOP/s
-(the model FLOPs of `bench.running.walltime.training_flops`) and MFU of ce and clld-adaptive with the Trainer's real epoch
+(the model FLOPs of `benchmarks.costs.training_flops`) and MFU of ce and clld-adaptive with the Trainer's real epoch
 loop, against the device's vendor bf16 peak (a GPU of the table, or --peak-tflops) and against the rate of a large
 matrix product on the same device (`gemm_tflops`, the reference where no vendor peak applies, a CPU); for ce also
 the host synchronisations per step. `report` runs `throughput` and `hf-trainer` at each of --batch-sizes and says
@@ -22,7 +22,7 @@ from benchmarks.common import (constant_schedule, device_name, one_line, peak_tf
 from benchmarks.hf_baseline import hf_trainer
 from bench.training.trainer import Trainer
 from bench.training.setup import autocast_dtype
-from bench.running.walltime import training_flops
+from benchmarks.costs import training_flops
 
 
 def throughput(args: argparse.Namespace) -> dict:
@@ -72,9 +72,9 @@ def throughput(args: argparse.Namespace) -> dict:
 
 def host_syncs(trainer: Trainer, data: Encoded, epoch: int) -> dict:
     """Host synchronisations per step of one more (untimed) epoch of the real Trainer, counted by
-    bench.training.syncs.HostSyncCounter, with the fused AdamW a GPU uses (the CPU's default AdamW reads its step
+    benchmarks.syncs.HostSyncCounter, with the fused AdamW a GPU uses (the CPU's default AdamW reads its step
     counts on the host). Short epochs count the end-of-epoch loss reads over few steps."""
-    from bench.training.syncs import HostSyncCounter
+    from benchmarks.syncs import HostSyncCounter
 
     steps = math.ceil(len(data) / trainer.cfg.batch_size)
     try:

@@ -17,6 +17,26 @@ from bench.attack.wordvectors import COUNTER_FITTED, GLOVE_NAME, WordVectors, gl
 from benchmarks.common import say
 
 PROBES = ("dull", "good", "bad", "funny", "terrible", "cheap", "love")
+SIMLEX_FILE = "SimLex-999.txt.gz"  # shipped beside the constraints (bench/attack/constraints/)
+
+
+def simlex_pairs(folder: Path = counterfit.CONSTRAINTS) -> list[tuple[str, str, float]]:
+    """(word1, word2, SimLex-999 score) of the shipped benchmark."""
+    lines = counterfit.read_lines(folder / SIMLEX_FILE)
+    return [(parts[0].lower(), parts[1].lower(), float(parts[3])) for parts in (line.split("\t") for line in lines[1:])]
+
+
+def simlex_spearman(words: list[str], matrix: np.ndarray, pairs: list[tuple[str, str, float]]) -> dict:
+    """Spearman correlation of the vectors' cosine with SimLex-999 over the pairs both of whose words they
+    cover, and how many that is."""
+    from scipy.stats import spearmanr
+
+    row_of = {w: i for i, w in enumerate(words)}
+    unit = counterfit.unit_rows(matrix)
+    covered = [(row_of[a], row_of[b], score) for a, b, score in pairs if a in row_of and b in row_of]
+    cosines = [float(unit[i] @ unit[j]) for i, j, _ in covered]
+    rho = spearmanr(cosines, [score for _, _, score in covered]).statistic if len(covered) > 2 else float("nan")
+    return {"spearman": round(float(rho), 4), "pairs": len(covered), "of": len(pairs)}
 
 
 def vectors_bench(args: argparse.Namespace) -> dict:
@@ -37,13 +57,13 @@ def vectors_bench(args: argparse.Namespace) -> dict:
         (stored,) = Path(folder).glob("*.npz")
         with np.load(stored) as npz:
             build = json.loads(str(npz["report"]))
-    pairs = counterfit.simlex_pairs()
+    pairs = simlex_pairs()
     spaces = {"glove": WordVectors(GLOVE_NAME, kept, plain), COUNTER_FITTED: WordVectors(COUNTER_FITTED, kept, fitted)}
     return {"benchmark": "vectors", "source": GLOVE_NAME, "build_seconds": round(seconds, 1),
             "cached_read_seconds": round(reread, 2), "build": build,
-            "simlex999": {"glove_all_words": counterfit.simlex_spearman(words, matrix, pairs),
-                          "glove": counterfit.simlex_spearman(kept, plain, pairs),
-                          COUNTER_FITTED: counterfit.simlex_spearman(kept, fitted, pairs),
+            "simlex999": {"glove_all_words": simlex_spearman(words, matrix, pairs),
+                          "glove": simlex_spearman(kept, plain, pairs),
+                          COUNTER_FITTED: simlex_spearman(kept, fitted, pairs),
                           "paper_glove_300d": {"before": 0.41, "after": 0.58}},
             "neighbours": {word: {name: [w for w, _ in space.neighbours(word, 8)] for name, space in spaces.items()}
                            for word in PROBES if word in spaces["glove"]}}

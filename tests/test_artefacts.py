@@ -16,7 +16,7 @@ from bench.evaluators.base import EvalContext, EvalOptions, Evaluation, Evaluato
 from bench.evaluators.checklist import ChecklistEvaluator
 from bench.evaluators.contrast import ContrastSets
 from bench.evaluators.representation import Representation
-from bench.evaluators.scripted import FunctionClassifier, KeywordClassifier
+from scripted import FunctionClassifier, KeywordClassifier
 from bench.evaluators.tfidf import TfidfReference
 from bench.registry import EVALUATORS
 from bench.results import runfiles, store

@@ -1,7 +1,8 @@
 import numpy as np
 import torch
 
-from bench.data.batching import Encoded, collate, length_grouped_batches, random_batches, sorted_batches
+from bench.data.batching import Encoded, collate, length_grouped_batches, sorted_batches
+from benchmarks.loops import random_batches
 
 
 def test_length_grouped_batches_cover_every_index_once():

@@ -18,7 +18,7 @@ from bench.evaluators import checklist, checklist_builtin, checklist_suite, lexi
 from bench.evaluators.base import EvalContext, EvalOptions
 from bench.evaluators.checklist import ChecklistEvaluator, run_suite, summarise
 from bench.evaluators.checklist_suite import Case, load_suite
-from bench.evaluators.scripted import FunctionClassifier, KeywordClassifier
+from scripted import FunctionClassifier, KeywordClassifier
 from bench.registry import EVALUATORS
 from conftest import evaluate_and_store
 

@@ -19,7 +19,7 @@ from bench.evaluators.base import EvalContext, EvalOptions, hash_settings
 from bench.evaluators.checklist import ChecklistEvaluator, run_suite
 from bench.evaluators.checklist_semantics import NEUTRAL, Semantics, band_view, opposite, parse_band, semantics
 from bench.evaluators.checklist_suite import Case
-from bench.evaluators.scripted import FunctionClassifier
+from scripted import FunctionClassifier
 
 BINARY = ["negative", "positive"]
 THREE = ["negative", "neutral", "positive"]

@@ -15,7 +15,7 @@ from bench.errors import BenchError, SkipEvaluator
 from bench.evaluators.base import EvalContext, EvalOptions, hash_settings
 from bench.evaluators.contrast import ContrastSets, read_groups, read_pairs
 from bench.evaluators.contrast_kinds import DEFAULT_KINDS, canonical_kinds, kind_map, parse_kinds
-from bench.evaluators.scripted import KeywordClassifier
+from scripted import KeywordClassifier
 from bench.running.evaluation import evaluation_path
 from conftest import FAST, write_jsonl, write_sentiment_set
 

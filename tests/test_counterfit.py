@@ -11,9 +11,10 @@ import torch
 
 from bench.attack import counterfit, wordvectors
 from bench.attack.counterfit import (Constraints, CounterFitConfig, counter_fit, counter_fitted, objective_terms,
-                                     original_neighbours, pair_indices, simlex_spearman)
+                                     original_neighbours, pair_indices)
 from bench.errors import BenchError
 from bench.evaluators.base import EvalOptions
+from benchmarks.vectors import simlex_pairs, simlex_spearman
 
 
 def unit(rows) -> np.ndarray:
@@ -128,7 +129,7 @@ def test_simlex_spearman_scores_the_covered_pairs():
 
 
 def test_the_shipped_simlex_and_constraints_read():
-    pairs = counterfit.simlex_pairs()
+    pairs = simlex_pairs()
     assert len(pairs) == 999 and pairs[0] == ("old", "new", 1.58)
     shipped = counterfit.shipped_constraints()
     assert len(shipped.synonyms) > 15_000 and len(shipped.antonyms) > 6_000   # unique unordered pairs

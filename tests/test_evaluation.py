@@ -19,7 +19,7 @@ from bench.running.evaluation import build_evaluators, evaluate_run, evaluation_
 from bench.evaluators.base import EvalContext, EvalOptions, Evaluation, Evaluator
 from bench.evaluators.contrast import ContrastSets, read_pairs
 from bench.evaluators.representation import Representation, alignment, class_pair_stats, normalise, uniformity
-from bench.evaluators.scripted import FunctionClassifier, KeywordClassifier
+from scripted import FunctionClassifier, KeywordClassifier
 from bench.spec import RunSpec
 from conftest import FAST, FIXTURE, evaluate_and_store, write_jsonl, write_sentiment_set
 

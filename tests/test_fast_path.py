@@ -16,7 +16,7 @@ from bench.data.loading import load_dataset
 from bench.encoders.models import build_encoder
 from bench.registry import METHODS
 from bench.spec import TrainConfig
-from bench.training.syncs import HostSyncCounter
+from benchmarks.syncs import HostSyncCounter
 from bench.training.trainer import Trainer
 from bench.training.setup import seed_everything
 from bench.methods.base import PrepareContext

@@ -18,7 +18,7 @@ from bench.encoders.models import build_encoder
 from bench.errors import BenchError
 from benchmarks import gemm_tflops, main as perf_main, peak_tflops, throughput, training_flops
 from bench.spec import RunSpec, TrainConfig
-from bench.running.walltime import makespan, shard_cost, step_time_seconds
+from benchmarks.costs import makespan, shard_cost, step_time_seconds
 from bench.errors import install_extra
 
 

@@ -16,7 +16,7 @@ from bench.errors import SkipEvaluator
 from bench.evaluators import textfooler
 from bench.evaluators.base import EvalOptions, Evaluator
 from bench.evaluators.contrast import ContrastSets
-from bench.evaluators.scripted import KeywordClassifier
+from scripted import KeywordClassifier
 from bench.evaluators.textfooler import TextFooler
 from bench.results import runfiles, store
 from bench.running.evaluation import evaluate_run, evaluation_path, is_done, requested_device_type

@@ -20,7 +20,7 @@ from bench.methods.losses import cline_bce_loss, cline_contrastive_loss, cline_t
 from bench.methods.views import SecondView, TokenViews
 from bench.registry import METHODS
 from bench.spec import method_config
-from bench.training.syncs import HostSyncCounter
+from benchmarks.syncs import HostSyncCounter
 from test_fast_path import fixture_trainer
 
 BASE_KEYS = {"input_ids", "attention_mask", "labels", "index"}

@@ -24,7 +24,7 @@ from bench.data.loading import Split, TextData
 from bench.errors import BenchError, SkipEvaluator
 from bench.evaluators import textfooler as textfooler_module
 from bench.evaluators.base import EvalContext, EvalOptions
-from bench.evaluators.scripted import FunctionClassifier, KeywordClassifier
+from scripted import FunctionClassifier, KeywordClassifier
 from bench.evaluators.textfooler import TextFooler
 from bench.registry import EVALUATORS
 from bench.errors import install_extra

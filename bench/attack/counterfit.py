@@ -33,7 +33,6 @@ SYNONYM_FILES = ("ppdb_synonyms.txt.gz",)
 ANTONYM_FILES = ("ppdb_antonyms.txt.gz", "wordnet_antonyms.txt.gz")
 VOCABULARY_FILE = "vocabulary.txt.gz"
 DEFAULT_SOURCE = "glove-6b-50d"  # the vectors the attack counter-fits (bench.attack.wordvectors loads them)
-SIMLEX_FILE = "SimLex-999.txt.gz"
 VERSION = 2  # of the procedure: a change that alters the vectors bumps it, so cached builds are not reused
 NEIGHBOUR_CHUNK = 1024  # rows per matrix product when finding original neighbours (~300 MB at 72k words)
 
@@ -211,27 +210,6 @@ def counter_fit(words: list[str], matrix: np.ndarray, constraints: Constraints,
     report = {"words": len(words), "synonym_pairs": len(synonyms), "antonym_pairs": len(antonyms),
               "neighbour_pairs": len(neighbours), "config": asdict(config), "before": before, "after": state()}
     return vectors.detach().numpy().astype(np.float32), report
-
-
-# ------------------------------------------------------------------------------------------- SimLex-999
-
-def simlex_pairs(folder: Path = CONSTRAINTS) -> list[tuple[str, str, float]]:
-    """(word1, word2, SimLex-999 score) of the shipped benchmark."""
-    lines = read_lines(folder / SIMLEX_FILE)
-    return [(parts[0].lower(), parts[1].lower(), float(parts[3])) for parts in (line.split("\t") for line in lines[1:])]
-
-
-def simlex_spearman(words: list[str], matrix: np.ndarray, pairs: list[tuple[str, str, float]]) -> dict:
-    """Spearman correlation of the vectors' cosine with SimLex-999 over the pairs both of whose words they
-    cover, and how many that is."""
-    from scipy.stats import spearmanr
-
-    row_of = {w: i for i, w in enumerate(words)}
-    unit = unit_rows(matrix)
-    covered = [(row_of[a], row_of[b], score) for a, b, score in pairs if a in row_of and b in row_of]
-    cosines = [float(unit[i] @ unit[j]) for i, j, _ in covered]
-    rho = spearmanr(cosines, [score for _, _, score in covered]).statistic if len(covered) > 2 else float("nan")
-    return {"spearman": round(float(rho), 4), "pairs": len(covered), "of": len(pairs)}
 
 
 # ------------------------------------------------------------------------------------- GloVe, once, cached

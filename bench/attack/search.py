@@ -30,8 +30,6 @@ from bench.attack.wordvectors import WordVectors
 if TYPE_CHECKING:  # bench.evaluators imports this package: no import cycle at run time
     from bench.evaluators.base import Classifier
 
-STATUSES = ("success", "failed", "skipped")
-
 
 @dataclass(frozen=True)
 class AttackConfig:

@@ -77,12 +77,6 @@ def length_grouped_batches(lengths: np.ndarray, batch_size: int, rng: np.random.
     return [full[i] for i in rng.permutation(len(full))] + tail
 
 
-def random_batches(n: int, batch_size: int, rng: np.random.Generator) -> list[np.ndarray]:
-    """Plain shuffled batches (no length grouping), for comparison in benchmarks."""
-    order = rng.permutation(n)
-    return [order[i:i + batch_size] for i in range(0, n, batch_size)]
-
-
 def sorted_batches(lengths: np.ndarray, batch_size: int) -> list[np.ndarray]:
     """Batches in order of decreasing length, for fast inference."""
     order = np.argsort(-lengths, kind="stable")

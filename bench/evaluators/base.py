@@ -137,6 +137,3 @@ def hash_settings(settings: dict[str, Any]) -> str:
     return hashlib.sha256(settings_text(settings).encode()).hexdigest()[:8]
 
 
-def options_dict(options: EvalOptions) -> dict[str, Any]:
-    """Options as a plain dict (the options only, not which were left out)."""
-    return options.subset(tuple(options.field_names()))

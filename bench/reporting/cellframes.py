@@ -82,12 +82,6 @@ def make_table(cells: list[dict[str, Any]], title: str, row_header: str, notes: 
     return table
 
 
-def varying_label(keys: tuple[str, ...], varying: tuple[bool, ...]) -> str:
-    """The parts of `keys` that vary across a table, joined by spaces (the last part always)."""
-    parts = [k for k, v in zip(keys[:-1], varying[:-1]) if v] + [keys[-1]]
-    return " ".join(parts)
-
-
 def format_p(p: float) -> str:
     """A p-value for a table cell."""
     if math.isnan(p):

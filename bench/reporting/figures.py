@@ -321,7 +321,6 @@ def draw_heatmap(ax: Axes, matrix: np.ndarray, names: Sequence[str], *, fmt: str
     cell's luminance, white cell borders) but with matplotlib alone: seaborn draws the whole figure once more per
     heatmap to test its tick labels for overlap, which was half of a page's drawing time."""
     from matplotlib import colormaps
-    from matplotlib.transforms import nonsingular
 
     values = np.ma.masked_where(np.zeros(np.shape(matrix), bool) if mask is None else np.asarray(mask, bool),
                                 np.asarray(matrix, dtype=float))
@@ -334,7 +333,8 @@ def draw_heatmap(ax: Axes, matrix: np.ndarray, names: Sequence[str], *, fmt: str
     low = float(values.min()) if vmin is None and values.count() else vmin
     high = float(values.max()) if vmax is None and values.count() else vmax
     if low is not None and high is not None:
-        low, high = nonsingular(low, high, expander=0.1)  # one value everywhere: ±10%, as matplotlib widens it
+        if high - low <= 1e-15 * max(abs(low), abs(high), 1e-300):  # one value everywhere: ±10% (as matplotlib's
+            low, high = (low - 0.1 * abs(low), high + 0.1 * abs(high)) if low or high else (-0.1, 0.1)  # nonsingular)
     mesh = ax.pcolormesh(values, cmap=colour_map, vmin=low, vmax=high, edgecolors="white",
                          linewidth=0.4 if n <= ANNOTATE_MAX else 0)
     labels = [short(name, name_chars) for name in names]

@@ -146,7 +146,7 @@ def method_figures(source: Path, runs: list[ChosenRun]) -> str:
     """Curves, then per first-seed run a heading with its heatmaps; notes for what is missing."""
     body = (render("paragraph", "For each dataset · encoder · method, its run with the lowest seed: training "
                    "curves, the test confusion, and for clld runs the learnt label-distance matrix.")
-            + "<h3>Training curves</h3>\n" + curves_figures(source, runs))
+            + render("subheading", "Training curves") + curves_figures(source, runs))
     if not any(run.method.startswith("clld") for run in runs):
         body += note("No clld run in the selection, so no label-distance heatmaps.")
     for run in runs[:MAX_RUN_FIGURES]:

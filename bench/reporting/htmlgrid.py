@@ -26,7 +26,7 @@ from bench.reporting.cellframes import DIGITS, make_table, mark_best, value_cell
 from bench.reporting.collapsed import split_runs
 from bench.reporting.figurecache import attempt
 from bench.reporting.htmlheatmap import confusion_diff_html
-from bench.reporting.htmlparts import Absent, cells_table, esc, figures_row, note
+from bench.reporting.htmlparts import Absent, cells_table, figures_row, note
 from bench.reporting.htmltemplate import render
 from bench.reporting.resultsview import as_text, canonical_method
 from bench.reporting.selection import Selection, selection_cells
@@ -183,9 +183,7 @@ def selection_section(selection: Selection) -> str:
     tuning budget (combinations × seeds tried), compute and reported seeds; the choice's warnings."""
     alert = render("alert", "selection-warnings", f"Selection warnings ({len(selection.warnings)})",
                    selection.warnings) if selection.warnings else ""
-    intro = ("<p>Per dataset · encoder · method, the knob combination with the best mean validation accuracy over "
-             "the selection seeds (<code>--select-by validation</code>, as <code>clbench report --table compare "
-             f"--select-by validation</code> chooses). {esc(NEVER_TEST)}</p>\n")
+    intro = render("selection_intro", NEVER_TEST)
     return intro + alert + cells_table(selection_cells(selection), "table-selection", ("Reported seeds",))
 
 

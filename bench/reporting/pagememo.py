@@ -22,6 +22,7 @@ from typing import Any
 from bench.codeversion import canonical, package_digest
 from bench.reporting.datasetinfo import METHODS_DOC
 from bench.reporting.verdicts import ASO_ENV
+from bench.reporting.htmltemplate import render
 from bench.results import store
 from bench.results.atomic import write_json
 from bench.results.sweeps import files_state
@@ -36,7 +37,7 @@ def generated_text(when: datetime) -> str:
 
 def generated_item(when: datetime) -> str:
     """The header item that holds the time (the one part of an unchanged page that changes)."""
-    return f"<dt>Generated</dt><dd>{generated_text(when)}</dd>"
+    return render("generated", generated_text(when))
 
 
 def results_state(source: Path) -> dict[str, Any]:

@@ -57,6 +57,3 @@ class RunOptions:
         if self.executor == "slurm" and self.slurm is None:
             raise ValueError("executor slurm needs its SlurmOptions")
 
-    def knobs_of(self, method: str) -> dict[str, Any]:
-        """The knobs changed for `method` (a plain dict)."""
-        return dict(self.knobs.get(method, {}))

@@ -1,4 +1,5 @@
-"""Scripted classifiers with known behaviour, for testing evaluators (no training, no torch model)."""
+"""Scripted classifiers with known behaviour, for testing evaluators (no training, no torch model): test helpers,
+not part of the installed package."""
 
 from __future__ import annotations
 
