@@ -54,6 +54,7 @@ def run(methods: Names | None = None, datasets: Names | None = None, encoder: Na
     from bench.cli.run_summary import collapsed_warning
     from bench.reporting.collapsed import api_terms, flag_runs
     from bench.reporting.resultsview import normalise
+    from bench.running.keeping import apply_keep_policy
     from bench.running.runner import execute_sweep, plan_sweep
 
     given = {"methods": methods, "datasets": datasets, "encoders": encoder, "seeds": seeds,
@@ -65,6 +66,9 @@ def run(methods: Names | None = None, datasets: Names | None = None, encoder: Na
                          "read them with clbench.load_results")
     quiet_transformers()
     outcomes = execute_sweep(plan_sweep(opts), opts)
+    kept = apply_keep_policy(opts.results_dir, outcomes, opts.request.keep_models if opts.request else "all")
+    if kept:  # --keep-models best dropped the other runs' models
+        warnings.warn(kept.removeprefix("clbench: "), stacklevel=2)
     rows, evaluation_rows = outcome_rows(outcomes)
     for outcome in outcomes:
         for evaluation in outcome.evaluations:

@@ -22,6 +22,8 @@ REGIME_FIELDS = ("train_size", "shots", "val_size", "label_noise", "noise_kind")
 # varied are `fixed`); `auto` is per-seed in a data regime. Without a regime nothing is drawn: always `fixed`.
 DATA_DRAWS = ("auto", "per-seed", "fixed")
 CUDA_GRAPH_MODES = ("auto", "on", "off")  # clbench run --cuda-graphs (bench.training.graphs)
+KEEP_POLICIES = ("all", "best", "none")  # --keep-models: which models a sweep keeps (bench.running.keeping)
+PRECISIONS = ("auto", "float32")  # --model-precision: how a kept model is stored (bench.training.precision)
 
 
 @dataclass(frozen=True)

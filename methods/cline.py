@@ -4,10 +4,11 @@ view is pulled towards the original and an antonym view pushed away, and a token
 `variant: released` (the default) follows the authors' released code (kandorm/CLINE) where it departs from the
 paper: a 3-way token classifier (kept / replaced in the synonym view / replaced in the antonym view) scored on
 candidate words only, up to half of a text's words replaced in each view, antonyms tried for a seeded half of the
-texts only (the rest get random-word views), the model's pooler output as the sentence vector, the BCE sentence
-loss and learned task weights regularised by clamp(s, min=0). `variant: paper` is the paper's equations as this
-project first implemented them, with fixed weights and Eq. 6 (docs/METHODS.md "cline": departures from the
-released code). Each variant implies its `weights` and `sentence_loss` (VARIANT_KNOBS); an explicit --set wins.
+texts only (the rest get random-word views, where a random word equal to the word it replaces skips that word),
+the model's pooler output as the sentence vector, the BCE sentence loss and learned task weights regularised by
+clamp(s, min=0). `variant: paper` is the paper's equations as this project first implemented them, with fixed
+weights and Eq. 6 (docs/METHODS.md "cline": departures from the released code). Each variant implies its
+`weights`, `sentence_loss` and `redraw_same_word` (VARIANT_KNOBS); an explicit --set wins.
 """
 
 from __future__ import annotations
@@ -41,15 +42,16 @@ class CLINEConfig:
     (films -> film) where WordNet has no synonym or hypernym; lambda_cts, lambda_rtd: weights of the sentence
     contrastive and token losses (weights: fixed) or learned uncertainty weights Σ exp(-s_k) L_k + r(s_k)
     (weights: learned; r(s) = max(s, 0) in the released variant, s in the paper one); sentence_loss: eq6 (the
-    paper) or bce (the released code).
+    paper) or bce (the released code); redraw_same_word: a random replacement word equal to the word it replaces
+    is drawn again (true) or that word is skipped (false, the released code's search_replacement).
 
     The defaults are the released variant's. VARIANT_KNOBS (a class attribute, not a knob) names what each
     variant implies: bench.spec.method_config applies it between these defaults and the knobs a user sets, so
     `--set cline.variant=paper` gives fixed weights and Eq. 6 unless --set says otherwise. Building the class
     directly (CLINEConfig(variant="paper")) applies nothing: pass every knob."""
 
-    VARIANT_KNOBS = {"released": {"sentence_loss": "bce", "weights": "learned"},
-                     "paper": {"sentence_loss": "eq6", "weights": "fixed"}}
+    VARIANT_KNOBS = {"released": {"sentence_loss": "bce", "weights": "learned", "redraw_same_word": False},
+                     "paper": {"sentence_loss": "eq6", "weights": "fixed", "redraw_same_word": True}}
 
     variant: str = "released"
     syn_rate: float = 0.4
@@ -59,6 +61,7 @@ class CLINEConfig:
     lambda_rtd: float = 1.0
     weights: str = "learned"
     sentence_loss: str = "bce"
+    redraw_same_word: bool = False
 
     def __post_init__(self) -> None:
         if self.variant not in VARIANTS:
@@ -100,8 +103,10 @@ class CLINE(Method):
     # 2: the `variant` knob (released by default). 3: the released variant runs the released objective whole
     # (its defaults became weights: learned and sentence_loss: bce; `paper` implies fixed and eq6) and draws its
     # antonym views as the released code does (antonyms tried for a seeded half of the texts): what `cline`
-    # trains by default changed, so runs of version 2 are never mixed with new ones.
-    version = 3
+    # trains by default changed, so runs of version 2 are never mixed with new ones. 4: the `redraw_same_word`
+    # knob; `released` implies false, as the released code: a random word equal to the word it replaces skips that
+    # word, with no second draw (before, it was drawn again, as `paper` still does).
+    version = 4
 
     def __init__(self, encoder, num_labels, config=None, head_dropout=0.1):
         super().__init__(encoder, num_labels, config, head_dropout)
@@ -119,10 +124,11 @@ class CLINE(Method):
         syn_kind = "syn-inflect" if self.config.syn_inflections else "syn"
         if self.config.variant == "released":
             self.syn = word_views(context, syn_kind, RELEASED_RATE, quota="tokens")
-            self.ant = word_views(context, "ant", RELEASED_RATE, quota="tokens", antonym_share=RELEASED_ANTONYM_SHARE)
+            self.ant = word_views(context, "ant", RELEASED_RATE, quota="tokens", antonym_share=RELEASED_ANTONYM_SHARE,
+                                  redraw_same=self.config.redraw_same_word)
         else:
             self.syn = word_views(context, syn_kind, self.config.syn_rate)
-            self.ant = word_views(context, "ant", self.config.ant_rate)
+            self.ant = word_views(context, "ant", self.config.ant_rate, redraw_same=self.config.redraw_same_word)
 
     def collate(self, data: Encoded, index: np.ndarray, pad_id: int, min_length: int, bucket: int,
                 max_width: int | None) -> dict[str, torch.Tensor]:

@@ -95,11 +95,11 @@ def with_views(batch: dict[str, torch.Tensor], *prefixes: str) -> dict[str, torc
 
 
 def word_views(context: PrepareContext, kind: str, rate: float, quota: str = "content",
-               antonym_share: float | None = None) -> TokenViews:
-    """WordNet views (a bench.data.augment.KINDS kind, rate counted by a QUOTAS rule; `antonym_share`: see
-    augment_texts) of every training text, cached on disk per dataset and seed."""
+               antonym_share: float | None = None, redraw_same: bool = True) -> TokenViews:
+    """WordNet views (a bench.data.augment.KINDS kind, rate counted by a QUOTAS rule; `antonym_share` and
+    `redraw_same`: see augment_texts) of every training text, cached on disk per dataset and seed."""
     views = augment_texts(context.train_texts, kind, rate, context.seed, cache_dir=context.cache_dir, quota=quota,
-                          antonym_share=antonym_share)
+                          antonym_share=antonym_share, redraw_same=redraw_same)
     tokenize_words = context.bundle.tokenize_words
     ids, word_ids = tokenize_words([list(v.tokens) for v in views])
     replaced = [[int(w >= 0 and v.replaced[w]) for w in wid] for v, wid in zip(views, word_ids)]

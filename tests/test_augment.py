@@ -445,3 +445,48 @@ def test_the_tokens_quota_counts_whitespace_words_punctuation_attached(wn):
     assert replacement_count(0.5, 4, n_tokens=9, quota="tokens") == 4
     for seed in range(3):
         assert sum(augment_texts([text], "syn", 0.5, seed, quota="tokens")[0].replaced) == 3
+
+
+# ---------------------------------------------------------------- a random word equal to the original (redraw_same)
+
+# "movie" and "film" have no WordNet antonym: with antonym share 0 every view is the random-word view, its
+# words drawn from the training vocabulary {film, movie}, so each draw is the word itself half of the time.
+# 6 words, 2 content words: the released quota int(0.5 x 6) = 3 is capped at 2, every content word.
+MOVIE_FILM = "the movie and the film ."
+
+
+def first_draw(seed: int) -> tuple[int, str]:
+    """The content word tried first in the view of text 0 and the vocabulary word drawn for it, replayed from the
+    text's random stream: a permutation of its 2 content words, then one draw per word tried."""
+    rng = augment.text_rng(seed, 0, "ant")
+    position = (1, 4)[int(rng.permutation(2)[0])]
+    return position, ["film", "movie"][int(rng.integers(2))]
+
+
+def test_a_random_word_equal_to_the_original_is_skipped_by_the_released_rule_and_drawn_again_otherwise(wn):
+    """CLINE's released search_replacement draws one random word per candidate word and skips the word when the
+    draw is the word itself: no second draw, and with every candidate tried no other word takes its place
+    (`redraw_same=False`). `redraw_same=True` (variant paper, and this project before) draws again."""
+    tokens = MOVIE_FILM.split()
+    assert tagging.content_positions(pos_tags(tokens)) == [1, 4] and training_vocabulary([MOVIE_FILM]) == ["film",
+                                                                                                         "movie"]
+    seed = next(s for s in range(100) if first_draw(s)[1] == tokens[first_draw(s)[0]])  # the draw is the word
+    kept = first_draw(seed)[0]
+    views = {redraw: augment_texts([MOVIE_FILM], "ant", 0.5, seed, quota="tokens", antonym_share=0.0,
+                                   redraw_same=redraw)[0] for redraw in (False, True)}
+    assert views[False].tokens[kept] == tokens[kept] and not views[False].replaced[kept]  # skipped, not drawn again
+    assert [i for i, r in enumerate(views[False].replaced) if r] in ([], [5 - kept])  # nothing in its place
+    assert views[True].tokens == ("the", "film", "and", "the", "movie", ".")  # drawn again: both words swapped
+    assert views[True].replaced == (False, True, False, False, True, False)
+    for redraw in (False, True):  # the paper's antonym view falls back on the same random words
+        paper = augment_texts([MOVIE_FILM], "ant", 0.5, seed, quota="tokens", redraw_same=redraw)[0]
+        assert paper.tokens[kept] == (tokens[kept] if not redraw else {"movie": "film", "film": "movie"}[tokens[kept]])
+
+
+def test_the_skipping_rule_is_cached_apart(wn, tmp_path):
+    redrawn = augment_texts([MOVIE_FILM] * 20, "ant", 0.5, 0, cache_dir=tmp_path, quota="tokens", antonym_share=0.5)
+    skipped = augment_texts([MOVIE_FILM] * 20, "ant", 0.5, 0, cache_dir=tmp_path, quota="tokens", antonym_share=0.5,
+                            redraw_same=False)
+    assert redrawn != skipped and len(list(tmp_path.glob("ant-*.jsonl.gz"))) == 2
+    with pytest.raises(ValueError, match="redraw_same"):
+        augment_texts([MOVIE_FILM], "syn", 0.5, 0, redraw_same=False)

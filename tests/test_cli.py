@@ -25,7 +25,8 @@ def test_help_and_lists(cli, capsys):
     code, out, _ = cli("list", "methods", "--verbose")
     assert code == 0 and out.startswith("ce:")
     assert "    supcon.lambda = 0.9" in out and "    clld-adaptive.ce_weight = 0.5" in out  # knobs as typed in --set
-    assert "    variant paper implies: sentence_loss='eq6', weights='fixed' (an explicit --set wins)" in out
+    assert ("    variant paper implies: sentence_loss='eq6', weights='fixed', redraw_same_word=True (an explicit --set "
+            "wins)") in out
     code, out, _ = cli("list", "datasets")
     assert code == 0 and "20ng" in out and "demo" in out and "11314/-/7532" in out
     code, out, _ = cli("list", "encoders")

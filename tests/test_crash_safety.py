@@ -354,7 +354,7 @@ def test_chaos_sweep_killed_in_every_phase_equals_uninterrupted_run(reference, c
              f"write:checkpoint.pt:{rng.randint(1, 3)}",
              f"renamed:checkpoint.pt:{rng.randint(1, 3)}",
              "write:predictions.jsonl.gz:1",
-             "write:model.pt:1",
+             "write:model.safetensors:1",
              "renamed:rows.json:1",
              "eval:1",
              "write:repr-*.json:1",
@@ -412,7 +412,7 @@ def test_run_killed_right_after_its_rows_leaves_no_debris_on_the_next_run(chaos)
     assert store.is_finished(run_dir) and (run_dir / "checkpoint.pt").exists()
     assert not (results / store.TABLE).exists() and not (run_dir / store.EVALS).exists()
     (run_dir / store.EVALS).mkdir()
-    debris = [run_dir / ".model.pt.k1ll3d.tmp", run_dir / store.EVALS / ".repr-0.json.k1ll3d.tmp",
+    debris = [run_dir / ".model.safetensors.k1ll3d.tmp", run_dir / store.EVALS / ".repr-0.json.k1ll3d.tmp",
               results / ".results.parquet.k1ll3d.tmp"]
     for path in debris:
         path.write_bytes(b"torn")

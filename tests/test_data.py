@@ -167,6 +167,36 @@ def test_unknown_dataset_name():
         load_dataset("trek")
 
 
+@pytest.mark.parametrize("name,words", [
+    ("MYDATA/sst33", ["dataset folder MYDATA/sst33 does not exist", "did you mean MYDATA/sst2?"]),
+    ("./MYDATA/sst33", ["dataset folder ./MYDATA/sst33 does not exist", "did you mean ./MYDATA/sst2?"]),
+    ("mydata/sst2", ["dataset folder mydata/sst2 does not exist", "did you mean MYDATA/sst2?"]),
+    ("~/MYDATA/sst33", ["dataset folder ~/MYDATA/sst33 does not exist", "did you mean ~/MYDATA/sst2?"]),
+    ("OTHER/sst2", ["dataset folder OTHER/sst2 does not exist", "there is no folder OTHER in"]),
+    ("./nothing-like-it", ["dataset folder ./nothing-like-it does not exist"]),
+])
+def test_a_dataset_path_that_does_not_exist_is_named_as_a_missing_folder(tmp_path, monkeypatch, name, words):
+    """A --datasets name written as a path (a separator in it, or a leading . or ~) that does not exist: the
+    folder does not exist, with the closest existing folder; not `unknown dataset` (which is for card names)."""
+    from bench.cli.run_options import check_dataset_name
+
+    (tmp_path / "MYDATA" / "sst2").mkdir(parents=True)
+    (tmp_path / "MYDATA" / "trec").mkdir()
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.delenv("BENCH_DATA_DIR", raising=False)
+    for check in (lambda: data_module.load_raw(name, None, 0), lambda: check_dataset_name(name, None)):
+        with pytest.raises(BenchError) as err:
+            check()
+        message = str(err.value)
+        assert "unknown dataset" not in message and "\n" not in message, message
+        for word in words:
+            assert word in message, (word, message)
+        assert "give the path of a folder that holds train and test files" in message
+        if "did you mean" not in words[-1]:
+            assert "did you mean" not in message
+
+
 def test_hub_failure_points_to_local_copies(monkeypatch):
     import datasets as hf_datasets
 

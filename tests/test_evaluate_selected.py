@@ -114,7 +114,7 @@ def test_outside_models_runs_are_left_out(results):
     source = results / sorted(runs_of(results, "ce", seeds=(1,)))[0]
     external = results / "external_tiny_outside"
     shutil.copytree(source, external)
-    (external / "model.pt").unlink()
+    (external / "model.safetensors").unlink()
     for name in (store.ROWS, store.SPEC):
         value = json.loads((external / name).read_text())
         for row in value if isinstance(value, list) else [value]:
@@ -129,7 +129,7 @@ def test_outside_models_runs_are_left_out(results):
 
 def test_a_selected_run_without_its_model_stops_before_anything_is_scored(results):
     missing = sorted(runs_of(results, "supcon", 0.3, (2,)))[0]
-    (results / missing / "model.pt").unlink()
+    (results / missing / "model.safetensors").unlink()
     code, _, err = clbench("evaluate", "--selected", "--results-dir", results, *REPR)
     assert code == 2 and "without a saved model" in err and missing in err
     assert not evaluated(results)

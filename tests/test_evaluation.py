@@ -226,7 +226,7 @@ def test_run_with_evaluators_then_evaluate_without_retraining(cli, tmp_path, res
     code, out, err = cli("run", "--methods", "ce", "--datasets", folder, *args, "--evaluators", "repr")
     assert code == 0, err
     (run_dir,) = [p.parent for p in results.glob("*/rows.json")]
-    assert (run_dir / "model.pt").is_file() and not (run_dir / "checkpoint.pt").exists()
+    assert (run_dir / "model.safetensors").is_file() and not (run_dir / "checkpoint.pt").exists()
     assert "repr: representation: within- minus across-class cosine" in out  # one line per evaluator
 
     trained_at = (run_dir / "rows.json").stat().st_mtime_ns
@@ -242,22 +242,22 @@ def test_run_with_evaluators_then_evaluate_without_retraining(cli, tmp_path, res
                          "--contrast-set", tmp_path / "cs", "--contrast-split", "test")
     assert code == 0 and "skipped" in err
 
-    (run_dir / "model.pt").unlink()
+    (run_dir / "model.safetensors").unlink()
     code, _, err = cli("evaluate", run_dir.name, "--evaluators", "repr", "--overwrite")
     assert code == 2 and "without a saved model" in err
     code, _, err = cli("evaluate", "nothing_*", "--evaluators", "repr")
     assert code == 2 and "no run 'nothing_*'" in err
     code, _, err = cli("run", "--methods", "ce", "--datasets", folder, *args, "--evaluators", "repr", "--tsne")
-    assert code == 0 and "no saved model" in err
+    assert code == 0 and "has no model: missing" in err
 
 
 def test_evaluate_checks_every_run_has_a_model_before_scoring_any(cli, tiny, results):
     code, _, err = cli("run", "--methods", "ce", "--datasets", tiny, "--seeds", "1,2", *FAST)
     assert code == 0, err
     first, second = sorted(p.parent for p in results.glob("*/rows.json"))
-    (second / "model.pt").unlink()
+    (second / "model.safetensors").unlink()
     code, _, err = cli("evaluate", "ce_*", "--evaluators", "repr")
-    assert code == 2 and f"without a saved model (model.pt): {second.name}; re-run" in err
+    assert code == 2 and f"without a saved model: {second.name} (the first: never saved" in err
     assert not (first / "evals").exists()  # the run that has a model was not scored either
     code, _, err = cli("evaluate", first.name, "--evaluators", "repr")
     assert code == 0 and list((first / "evals").glob("repr-*.json")), err
@@ -284,7 +284,8 @@ def test_no_save_model_and_bad_evaluator_options(cli, tiny, results):
     code, _, err = cli("run", "--methods", "ce", "--datasets", tiny, *args, "--evaluators", "repr",
                        "--no-save-model")
     assert code == 0, err
-    assert not list(results.glob("*/model.pt")) and list(results.glob("*/evals/repr-*.json"))
+    assert not list(results.glob("*/model.safetensors")) and list(results.glob("*/evals/repr-*.json"))
+    (run,) = [p.parent for p in results.glob("*/rows.json")]
     code, _, err = cli("run", "--methods", "ce", "--datasets", tiny, *args, "--evaluators", "nope")
     assert code == 2 and "unknown evaluator" in err
     code, _, err = cli("run", "--methods", "ce", "--datasets", tiny, *args, "--attack-mode", "transfer")
@@ -295,8 +296,8 @@ def test_no_save_model_and_bad_evaluator_options(cli, tiny, results):
     code, _, err = cli("run", "--methods", "ce", "--datasets", tiny, *args, "--evaluators", "repr,checklist,contrast")
     assert code == 0 and "skipped" in err
     assert [line.strip() for line in err.splitlines() if "no-model" in line] == [  # repr: stored already
-        "checklist, contrast: no-model: the run has no saved model (trained with --no-save-model or by an older "
-        "version); re-run it with --overwrite"]  # one line for the run, not one per evaluator
+        f"checklist, contrast: no-model: {run.name} has no model: not kept (--keep-models none); retrain the run "
+        "with `clbench run ... --overwrite` (and --keep-models all to keep its model)"]  # one line, not one each
 
 
 def test_default_evaluators_then_an_explicit_attack(cli, tiny, results, monkeypatch):

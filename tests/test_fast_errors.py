@@ -63,8 +63,9 @@ def test_catalog_holds_every_methods_variant_knobs():
             assert set(implied) <= set(fields) - {"variant"}, (name, variant)
         if real:
             assert {k: fields[k] for k in real[fields["variant"]]} == real[fields["variant"]], name
-    assert entries["cline"].variant_knobs() == {"released": {"sentence_loss": "bce", "weights": "learned"},
-                                                "paper": {"sentence_loss": "eq6", "weights": "fixed"}}
+    assert entries["cline"].variant_knobs() == {
+        "released": {"sentence_loss": "bce", "weights": "learned", "redraw_same_word": False},
+        "paper": {"sentence_loss": "eq6", "weights": "fixed", "redraw_same_word": True}}
 
 
 @pytest.mark.parametrize("knobs", [{}, {"variant": "paper"}, {"variant": "paper", "weights": "learned"},
@@ -197,13 +198,23 @@ def light_cases(tmp_path: Path) -> dict[str, tuple[list[str], str]]:
     (tmp_path / "no-config").mkdir()
     (tmp_path / "section.yaml").write_text("methods: clld\nclld:\n  tau: 3\n  taux: 1\n")
     (tmp_path / "knobs.yaml").write_text("methods: [supcon]\nsupcon.views: many\n")
+    (tmp_path / "MYDATA" / "sst2").mkdir(parents=True)
     return {
         "unknown-method": (["--methods", "supcom"], "unknown method 'supcom'. Did you mean 'supcon'? Known methods: "
                                                     "ce, cl, cline, clld, clld-adaptive, clld-static, dcl, lcl, "
                                                     "runtime-test, supcon"),
-        "unknown-knob": (["--set", "clld.tauu=3"], "method 'clld-adaptive' has no setting 'tauu'; its settings: "
-                                                   "tau, ce_weight, projection, update_every, evals_per_epoch, "
-                                                   "warmup_fraction, min_updates"),
+        "unknown-knob": (["--set", "clld.tauu=3"], "method 'clld-adaptive' has no setting 'tauu' (did you mean "
+                                                   "clld.tau?); its settings: tau, ce_weight, projection, "
+                                                   "update_every, evals_per_epoch, warmup_fraction, min_updates"),
+        "knob-by-another-name": (["--methods", "supcon", "--set", "supcon.temp=0.1"],
+                                 "method 'supcon' has no setting 'temp' (did you mean supcon.tau?); its settings: "),
+        "knob-by-a-prefix": (["--set", "clld.warmup=0.1"], "has no setting 'warmup' (did you mean "
+                                                           "clld.warmup_fraction?)"),
+        "knob-by-the-papers-name": (["--set", "clld.lambda=0.7"], "has no setting 'lambda' (did you mean "
+                                                                  "clld.ce_weight?)"),
+        "unknown-method-in-a-knob": (["--set", "supcom.tau=0.1"], "unknown method 'supcom'. Did you mean 'supcon'?"),
+        "knob-typo-in-a-grid": (["--methods", "supcon", "--grid", "supcon.temp=0.1,0.3"],
+                                "method 'supcon' has no setting 'temp' (did you mean supcon.tau?)"),
         "knob-of-a-runtime-method": (["--set", "runtime-test.j=1"], "method 'runtime-test' has no setting 'j'; its "
                                                                     "settings: k"),
         "knob-value-out-of-range": (["--methods", "clld", "--set", "clld.tau=-1"], "tau must be > 0"),
@@ -217,6 +228,8 @@ def light_cases(tmp_path: Path) -> dict[str, tuple[list[str], str]]:
         "unknown-evaluator": (["--evaluators", "chcklist"], "unknown evaluator 'chcklist'. Did you mean 'checklist'?"),
         "unknown-attack-mode": (["--attack-mode", "x"], "unknown attack mode 'x'"),
         "unknown-dataset": (["--datasets", "trek"], "unknown dataset 'trek'. Did you mean 'trec'?"),
+        "missing-dataset-folder": (["--datasets", "MYDATA/sst33"], f"dataset folder MYDATA/sst33 does not exist in "
+                                                                   f"{tmp_path} (did you mean MYDATA/sst2?)"),
         "card-without-local-copy-offline": (["--datasets", "mr"], "could not load 'mr' from the Hugging Face Hub"),
         "no-epochs": (["--epochs", "0"], "--epochs must be >= 1"),
         "bad-results-dir": (["--results-dir", str(tmp_path / "afile" / "r")], "afile is a file"),

@@ -25,7 +25,7 @@ import pandas as pd
 import pytest
 
 from bench.cli.main import main
-from bench.results import atomic, faults, lease, store
+from bench.results import atomic, faults, lease, modelfile, store
 from conftest import FAST
 
 SEEDS = "1,2,3"
@@ -75,8 +75,9 @@ def resumed(caplog):
 def first_shard(cli, tiny: Path, results: Path) -> tuple[dict[str, bytes], int]:
     """Run shard 1 alone; every file then, and the room shard 2 gets: its first checkpoint, not two."""
     assert sweep(cli, tiny, results, "1")[0] == 0
-    model = next(results.glob(f"*/{store.MODEL}")).stat().st_size
-    return files(results), 6 * model
+    run_dir = next(results.glob(f"*/{store.MODEL}")).parent
+    model = (run_dir / store.MODEL).stat().st_size * (2 if modelfile.stored_dtype(run_dir) == "float16" else 1)
+    return files(results), 6 * model  # `model`: the float32 weights' size, as a checkpoint holds them
 
 
 def check_nothing_lost(results: Path, before: dict[str, bytes], err: str, message: str) -> None:

@@ -35,12 +35,12 @@ def fixture_texts() -> list[str]:
 
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory) -> Path:
-    """A finished tiny-bert run on the tiny fixture, trained with --save-format pt,hf."""
+    """A finished tiny-bert run on the tiny fixture, trained with --save-format safetensors,hf."""
     results = tmp_path_factory.mktemp("hf") / "results"
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("HF_HUB_OFFLINE", "1")
         patch.delenv("BENCH_DATA_DIR", raising=False)
-        assert main(["run", *TRAIN, "--save-format", "pt,hf", "--results-dir", str(results)]) == 0
+        assert main(["run", *TRAIN, "--save-format", "safetensors,hf", "--results-dir", str(results)]) == 0
     (run_dir,) = [p.parent for p in results.glob("*/rows.json")]
     return run_dir
 
@@ -62,7 +62,7 @@ def test_save_format_hf_folder_loads_with_auto_classes_and_predicts_what_the_run
 
     folder = trained / "hf"
     assert {"config.json", "model.safetensors", "tokenizer.json"} <= {p.name for p in folder.iterdir()}
-    assert (trained / "model.pt").is_file()  # pt,hf: both
+    assert (trained / "model.safetensors").is_file()  # safetensors,hf: both
     texts = fixture_texts()
     logits, model = hf_logits(folder, texts)
     assert model.config.id2label == {0: "food", 1: "sport", 2: "weather"}  # the dataset's label names
@@ -105,7 +105,7 @@ def test_export_command_writes_the_same_model_and_refuses_to_overwrite(trained, 
 
     hf_only = tmp_path / "results" / "hf_only"  # --save-format hf: no model.pt, the run's hf/ is the export
     shutil.copytree(trained, hf_only)
-    (hf_only / "model.pt").unlink()
+    (hf_only / "model.safetensors").unlink()
     code, _, err = cli("export", hf_only, tmp_path / "z")
     assert code == 2 and "Hugging Face format only" in err and f"{hf_only / 'hf'} is the export" in err
 
@@ -192,7 +192,7 @@ def test_mean_pooling_textcnn_and_bad_formats_are_refused_before_training(cli, t
     code, _, err = cli("run", *[a if a != "tiny-bert" else "textcnn" for a in args], "--save-format", "both")
     assert code == 2 and "textcnn is not a Hugging Face transformer" in err
     code, _, err = cli("run", *args, "--save-format", "onnx")
-    assert code == 2 and "use pt, hf, pt,hf or both" in err
+    assert code == 2 and "use safetensors, hf, safetensors,hf or both" in err
     code, _, err = cli("run", *args, "--save-format", "hf", "--no-save-model")
     assert code == 2 and "give one" in err
     assert not results.exists() or not list(results.glob("*/spec.json"))  # nothing trained

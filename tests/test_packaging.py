@@ -79,3 +79,25 @@ def test_after_installing_the_wheel_only_bench_methods_imports(wheel, tmp_path):
     assert Path(methods_file).is_relative_to(target) and Path(cards_dir).is_relative_to(target)
     assert (Path(cards_dir) / "demo.yaml").is_file()
     assert "clld-adaptive" in names and "ce" in names
+
+
+def test_a_folder_named_clbench_beside_the_quick_start_is_one_line_naming_the_fix(tmp_path):
+    """clbench is installed from a checkout (`pip install -e .`): setuptools' editable finder is asked after
+    Python's own search of sys.path, which takes a folder named clbench beside the script (or in the current
+    folder, in a notebook) for an empty namespace package. None of clbench's code runs then, so the package
+    cannot say so (docs/API.md, "A folder named clbench"); the quick start checks it: one line, exit code 2."""
+    (tmp_path / "clbench").mkdir()
+    shutil.copy(ROOT / "docs" / "examples" / "api_quickstart.py", tmp_path)
+    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
+    probe = subprocess.run([sys.executable, "-c", "import clbench; print(hasattr(clbench, 'run'))"], cwd=tmp_path,
+                           env=env, capture_output=True, text=True, timeout=120)
+    if probe.stdout.strip() == "True":
+        pytest.skip("the installed clbench is found before the folder (not an editable install)")
+    done = subprocess.run([sys.executable, "api_quickstart.py"], cwd=tmp_path, env=env, capture_output=True,
+                          text=True, timeout=300)
+    lines = done.stderr.splitlines()
+    assert done.returncode == 2 and len(lines) == 1, done.stderr[-2000:]
+    assert lines[0].startswith(f"error: `import clbench` found the folder {tmp_path / 'clbench'}, not clbench's "
+                               "module"), lines[0]
+    assert "rename that folder or run from another one" in lines[0]
+    assert not (tmp_path / "results-quickstart").exists()

@@ -543,6 +543,29 @@ def test_compare_verdicts_count_runs(tmp_path):
     assert "secondary (‡), never deciding the verdict" in notes and "the test items held fixed" in notes
 
 
+def test_a_one_seed_compare_table_has_no_benjamini_hochberg_note(tmp_path):
+    """One seed a method: no comparison has a p-value (a Student t over runs needs 2 or more paired runs), so
+    Benjamini-Hochberg has nothing to adjust: the notes say so instead of "over the 0 comparisons"; with a second
+    seed for one method the note counts the comparisons that have a p-value."""
+    results = tmp_path / "results"
+    for method, n_right in (("ce", 12), ("supcon", 15), ("cl", 13)):
+        write_run(results, method, "mr", 1, right(n_right))
+
+    def notes() -> str:
+        frame = load_results(results)
+        keys = tables.clean_accuracy(frame)["run_key"]
+        table = tables.compare(frame, stats.load_run_predictions(results, keys), "ce", n_resamples=50)
+        return "\n".join(table.attrs["notes"])
+
+    one_seed = notes()
+    assert "0 comparisons" not in one_seed and "Benjamini-Hochberg over" not in one_seed
+    assert "q: none, as no comparison has a p-value (a p-value needs 2 or more paired runs)" in one_seed
+    write_run(results, "ce", "mr", 2, right(14))
+    write_run(results, "supcon", "mr", 2, right(17))
+    assert "q: Benjamini-Hochberg over the 1 of the 2 comparisons in this table that have a p-value (2 or more " \
+           "paired runs)" in notes()
+
+
 def test_draw_sets_of_one_combination_are_one_combination_to_the_page(tmp_path):
     """A run on data seed 1 records data_seed among its changed settings and another combo hash; reports read it as
     the same combination as the default draw's (as seeds of one draw set are), so the page does not leave it out."""

@@ -169,8 +169,8 @@ def test_no_evaluator_rows_no_lines():
 SIZES = {"train": 90, "validation": 30, "test": 60}
 
 
-def spec(method: str, epochs: int = 3, **knobs) -> RunSpec:
-    return RunSpec(method, "d", "e", 1, "f", TrainConfig(epochs=epochs), tuple(sorted(knobs.items())))
+def spec(method: str, epochs: int = 3, seed: int = 1, **knobs) -> RunSpec:
+    return RunSpec(method, "d", "e", seed, "f", TrainConfig(epochs=epochs), tuple(sorted(knobs.items())))
 
 
 def test_shard_weight_counts_passes_epochs_validations_and_the_test_split():
@@ -213,36 +213,60 @@ def test_duration_formats_seconds_minutes_and_hours():
     assert duration(-3) == "0s"
 
 
-def test_no_eta_before_a_shard_trained_then_elapsed_per_weight_times_what_is_left():
+def test_the_first_shard_is_not_extrapolated_the_eta_comes_from_the_shards_after_it():
+    """A sequential sweep whose shards take 0.05 s per unit of weight, the first one 40 s more (start-up, the
+    encoder read, the evaluators' resources built: once). Extrapolating the first shard (its time per weight times
+    the weight left) said 3.5x the time left; the ETA now waits for the shards after it and is exact."""
     clock = Clock()
-    shards = [shard("ce"), shard("cl"), shard("clld-adaptive", evals_per_epoch=10)]
+    shards = [shard("ce"), shard("cl"), shard("clld-adaptive", evals_per_epoch=10), shard("ce", seed=2)]
     weights = [shard_weight(s.spec, SIZES) for s in shards]
     progress = SweepProgress(shards, clock=clock)
     assert progress.eta() is None
-    clock.now += 64
-    text = progress.shard_ended(shards[0].spec.key, trained=True)
-    expected = 64 / weights[0] * (weights[1] + weights[2])
-    assert progress.eta() == pytest.approx(expected)
-    assert text == f"ETA {duration(expected)}"
-    clock.now += 100
-    progress.shard_ended(shards[1].spec.key, trained=True)
-    assert progress.eta() == pytest.approx(164 / (weights[0] + weights[1]) * weights[2])
-    clock.now += 50
-    assert progress.shard_ended(shards[2].spec.key, trained=True) == ""   # the last one: nothing left
+    clock.now += 40 + 0.05 * weights[0]
+    assert progress.shard_ended(shards[0].spec.key, trained=True) == ""  # no ETA from the first shard alone
+    assert progress.eta() is None
+    for i in (1, 2):
+        clock.now += 0.05 * weights[i]
+        text = progress.shard_ended(shards[i].spec.key, trained=True)
+        assert progress.eta() == pytest.approx(0.05 * sum(weights[i + 1:]))  # exactly the time left
+        assert text == f"ETA {duration(0.05 * sum(weights[i + 1:]))}"
+    clock.now += 0.05 * weights[3]
+    assert progress.shard_ended(shards[3].spec.key, trained=True) == ""   # the last one: nothing left
     assert progress.eta() == 0
+
+
+def test_shards_that_ran_beside_the_first_do_not_make_the_sweep_look_fast():
+    """Two workers start two shards at once (after 5 s of start-up); 20 s each. The second ends half a second
+    after the first: no ETA from that half second (it would say the sweep is nearly done); once half as long as
+    the first shard took has passed, the ETA is within 1.5x of the time left."""
+    clock = Clock()
+    shards = [shard("ce", seed=i) for i in range(6)]
+    progress = SweepProgress(shards, clock=clock)
+    ends = [5 + 20 * (i // 2 + 1) + 0.5 * (i % 2) for i in range(6)]  # 25, 25.5, 45, 45.5, 65, 65.5
+    etas = []
+    for key, end in zip([s.spec.key for s in shards], ends):
+        clock.now = 100.0 + end
+        progress.shard_ended(key, trained=True)
+        etas.append(progress.eta())
+    assert etas[:2] == [None, None]
+    assert 1 <= etas[2] / (ends[-1] - ends[2]) <= 1.5
+    assert etas[-1] == 0
 
 
 def test_a_skipped_shard_is_not_counted_as_speed():
     clock = Clock()
-    shards = [shard("ce"), shard("cl"), shard("clld-adaptive", evals_per_epoch=10)]
+    shards = [shard("ce"), shard("cl"), shard("clld-adaptive", evals_per_epoch=10), shard("ce", seed=2)]
     weights = [shard_weight(s.spec, SIZES) for s in shards]
     progress = SweepProgress(shards, clock=clock)
     clock.now += 1
     assert progress.shard_ended(shards[0].spec.key, trained=False) == ""   # finished already, skipped
     assert progress.eta() is None
     clock.now += 99
-    progress.shard_ended(shards[1].spec.key, trained=True)
-    assert progress.eta() == pytest.approx(100 / weights[1] * weights[2])
+    progress.shard_ended(shards[1].spec.key, trained=True)  # the first that trained here: calibrates nothing
+    assert progress.eta() is None
+    clock.now += 100
+    progress.shard_ended(shards[2].spec.key, trained=True)
+    assert progress.eta() == pytest.approx(100 / weights[2] * weights[3])
 
 
 def test_no_bar_when_stderr_is_not_a_terminal(capsys):

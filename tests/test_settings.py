@@ -1,4 +1,5 @@
 import json
+import re
 from dataclasses import dataclass
 
 import pytest
@@ -47,7 +48,11 @@ def test_split_settings_by_kind_and_alias():
 
 
 @pytest.mark.parametrize("settings,message", [
-    ({"kt.temperature": 1}, "method 'knobs-test' has no setting 'temperature'; its settings: tau, pairs, views"),
+    ({"kt.temperature": 1}, "method 'knobs-test' has no setting 'temperature' (did you mean kt.tau?); its settings: "
+                            "tau, pairs, views"),
+    ({"knobs-test.tauu": 1}, "method 'knobs-test' has no setting 'tauu' (did you mean knobs-test.tau?)"),
+    ({"kt.view": 1}, "has no setting 'view' (did you mean kt.views?)"),
+    ({"kt.nope": 1}, "method 'knobs-test' has no setting 'nope'; its settings: tau, pairs, views"),
     ({"kt.views": 1.5}, "kt.views must be a int"),
     ({"kt.tau": "high"}, "kt.tau must be a float"),
     ({"learning_rate": 1}, "unknown setting 'learning_rate'"),
@@ -55,7 +60,7 @@ def test_split_settings_by_kind_and_alias():
     ({"nomethod.tau": 1}, "unknown method 'nomethod'"),
 ])
 def test_bad_settings(settings, message):
-    with pytest.raises(BenchError, match=message.replace("(", "\\(").replace(")", "\\)")):
+    with pytest.raises(BenchError, match=re.escape(message)):
         split_settings(settings)
 
 

@@ -144,17 +144,23 @@ def cline_knobs(**knobs):
     return dict(method_config("cline", knobs))
 
 
-def test_each_cline_variant_implies_its_weights_and_sentence_loss():
-    """The default runs the released objective whole; `paper` is the paper's fixed weights and Eq. 6."""
+IMPLIED = ("weights", "sentence_loss", "redraw_same_word")
+
+
+def test_each_cline_variant_implies_its_weights_sentence_loss_and_random_word_rule():
+    """The default runs the released objective whole, and draws its random words as the released code does (a
+    draw equal to the word skips it: redraw_same_word false); `paper` is the paper's fixed weights and Eq. 6, its
+    random words drawn again until they differ."""
+    released = {"weights": "learned", "sentence_loss": "bce", "redraw_same_word": False}
     assert cline_knobs()["variant"] == "released"
-    assert {k: cline_knobs()[k] for k in ("weights", "sentence_loss")} == {"weights": "learned", "sentence_loss": "bce"}
-    assert {k: cline_knobs(variant="released")[k] for k in ("weights", "sentence_loss")} == \
-        {"weights": "learned", "sentence_loss": "bce"}
+    assert {k: cline_knobs()[k] for k in IMPLIED} == released
+    assert {k: cline_knobs(variant="released")[k] for k in IMPLIED} == released
     paper = cline_knobs(variant="paper")
-    assert (paper["variant"], paper["weights"], paper["sentence_loss"]) == ("paper", "fixed", "eq6")
+    assert (paper["variant"], paper["weights"], paper["sentence_loss"], paper["redraw_same_word"]) == \
+        ("paper", "fixed", "eq6", True)
     # the knobs no variant implies keep their field defaults
-    assert {k: v for k, v in paper.items() if k not in ("variant", "weights", "sentence_loss")} == \
-        {k: v for k, v in cline_knobs().items() if k not in ("variant", "weights", "sentence_loss")}
+    assert {k: v for k, v in paper.items() if k not in ("variant", *IMPLIED)} == \
+        {k: v for k, v in cline_knobs().items() if k not in ("variant", *IMPLIED)}
 
 
 def test_an_explicit_knob_wins_over_the_one_the_variant_implies():
@@ -162,20 +168,27 @@ def test_an_explicit_knob_wins_over_the_one_the_variant_implies():
     assert cline_knobs(variant="paper", weights="learned")["sentence_loss"] == "eq6"  # still implied
     assert cline_knobs(sentence_loss="eq6")["sentence_loss"] == "eq6"
     assert cline_knobs(sentence_loss="eq6")["weights"] == "learned"
+    assert cline_knobs(redraw_same_word=True)["redraw_same_word"] is True  # the project's earlier draw, released
+    assert cline_knobs(variant="paper", redraw_same_word=False)["redraw_same_word"] is False
     with pytest.raises(BenchError, match="variant is released or paper"):
         cline_knobs(variant="authors")
 
 
 def test_the_run_key_records_the_resolved_knobs_of_each_variant():
-    released, paper = (make(method="cline", method_config=tuple(sorted(cline_knobs(**k).items())), method_version=3)
-                       for k in ({}, {"variant": "paper"}))
+    from bench.registry import METHODS
+
+    version = METHODS.get("cline").version
+    assert version == 4  # 4: the released random-word rule (redraw_same_word), so version-3 runs are not reused
+    released, paper = (make(method="cline", method_config=tuple(sorted(cline_knobs(**k).items())),
+                            method_version=version) for k in ({}, {"variant": "paper"}))
     assert released.key != paper.key
     assert "cline.sentence_loss=bce" in released.canonical() and "cline.weights=learned" in released.canonical()
     assert "cline.sentence_loss=eq6" in paper.canonical() and "cline.weights=fixed" in paper.canonical()
-    assert released.canonical().endswith(",cline.version=3")
+    assert "cline.redraw_same_word=False" in released.canonical() and "cline.redraw_same_word=True" in paper.canonical()
+    assert released.canonical().endswith(",cline.version=4")
     # the paper variant asked for with its knobs spelt out is the same run as the variant alone
-    spelt = make(method="cline", method_version=3, method_config=tuple(sorted(
-        cline_knobs(variant="paper", weights="fixed", sentence_loss="eq6").items())))
+    spelt = make(method="cline", method_version=version, method_config=tuple(sorted(
+        cline_knobs(variant="paper", weights="fixed", sentence_loss="eq6", redraw_same_word=True).items())))
     assert spelt.key == paper.key
 
 
@@ -187,7 +200,8 @@ def test_knobs_a_variant_implies_are_not_reported_as_changed():
 
     cline = METHODS.get("cline")
     assert knob_defaults(cline) == cline.config_fields()
-    assert knob_defaults(cline, "paper") == {**cline.config_fields(), "weights": "fixed", "sentence_loss": "eq6"}
+    assert knob_defaults(cline, "paper") == {**cline.config_fields(), "weights": "fixed", "sentence_loss": "eq6",
+                                             "redraw_same_word": True}
 
     def changed(**knobs):
         spec = make(method="cline", method_config=tuple(sorted(cline_knobs(**knobs).items())))

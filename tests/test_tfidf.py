@@ -152,7 +152,7 @@ def test_a_collapsed_run_gets_it_by_default_without_its_model(cli, tiny, results
     code, out, err = cli("run", *collapse, "--evaluators", "none", "--no-save-model")
     assert code == 0 and "a collapsed model, not a result" in err
     (run,) = results.glob("ce_*")
-    assert not (run / "evals").exists() and not (run / "model.pt").exists()
+    assert not (run / "evals").exists() and not (run / "model.safetensors").exists()
 
     def no_model(*args, **kwargs):
         raise AssertionError("a model was loaded")

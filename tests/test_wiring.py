@@ -93,14 +93,16 @@ def token_views(ids, replaced, candidate=None) -> TokenViews:
 
 class FakeWordViews:
     """Stands in for views.word_views / cline.word_views: the tables above by kind; records (kind, rate), and
-    the quota rule and antonym share where they are not the defaults."""
+    the quota rule, antonym share and "no redraw" (a random word equal to the original skips it) where they are
+    not the defaults."""
 
     def __init__(self):
         self.calls = []
 
-    def __call__(self, context, kind, rate, quota="content", antonym_share=None):
+    def __call__(self, context, kind, rate, quota="content", antonym_share=None, redraw_same=True):
         self.calls.append((kind, rate) + (() if quota == "content" else (quota,))
-                          + (() if antonym_share is None else (antonym_share,)))
+                          + (() if antonym_share is None else (antonym_share,))
+                          + (() if redraw_same else ("no redraw",)))
         if kind in ("syn", "syn-inflect"):
             return token_views(SYN_IDS, SYN_REPLACED, SYN_CANDIDATE)
         assert kind == "ant", kind
@@ -533,7 +535,8 @@ def test_lcl_weights_train_the_weighting_network(tmp_path, monkeypatch):
 def test_cline_wiring(sentence_loss, weights, tmp_path, monkeypatch):
     lambda_cts, lambda_rtd = 0.7, 1.3
     method = build("cline", tmp_path, monkeypatch, variant="paper", syn_rate=0.4, ant_rate=0.2,
-                   sentence_loss=sentence_loss, weights=weights, lambda_cts=lambda_cts, lambda_rtd=lambda_rtd)
+                   sentence_loss=sentence_loss, weights=weights, lambda_cts=lambda_cts, lambda_rtd=lambda_rtd,
+                   redraw_same_word=True)
     assert method.word_view_calls == [("syn-inflect", 0.4), ("ant", 0.2)]
 
     def reference(P, B):
@@ -578,7 +581,7 @@ def test_cline_released_wiring(sentence_loss, weights, tmp_path, monkeypatch):
     token loss over candidate tokens only, task weights regularised by max(s, 0)."""
     method = build("cline", tmp_path, monkeypatch, sentence_loss=sentence_loss, weights=weights)
     assert method.config.variant == "released"
-    assert method.word_view_calls == [("syn-inflect", 0.5, "tokens"), ("ant", 0.5, "tokens", 0.5)]
+    assert method.word_view_calls == [("syn-inflect", 0.5, "tokens"), ("ant", 0.5, "tokens", 0.5, "no redraw")]
     if weights == "learned":  # negative log-variances: the clamp, not s itself, is the regulariser
         with torch.no_grad():
             method.log_vars.copy_(torch.tensor([-0.4, 0.3, -1.1], dtype=D64))

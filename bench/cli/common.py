@@ -10,7 +10,7 @@ import sys
 from typing import Any, NoReturn, Sequence
 
 from bench.errors import BenchError
-from bench.spec import CUDA_GRAPH_MODES
+from bench.spec import CUDA_GRAPH_MODES, KEEP_POLICIES, PRECISIONS
 from bench.results.store import DEFAULT_RESULTS
 
 RESULTS_HELP = f"where runs are stored (default: $BENCH_RESULTS_DIR or ./{DEFAULT_RESULTS})"
@@ -246,6 +246,13 @@ def request_fields(args: argparse.Namespace, file_run: dict[str, Any], data_dir:
     names = args.evaluators if args.evaluators is not None else (
         as_list(file_run["evaluators"]) if "evaluators" in file_run else None)
     save = args.save_model if getattr(args, "save_model", None) is not None else bool(file_run.get("save_model", True))
+    keep = getattr(args, "keep_models", None) or str(file_run.get("keep_models", "all" if save else "none"))
+    precision = getattr(args, "model_precision", None) or str(file_run.get("model_precision", "auto"))
+    if keep not in KEEP_POLICIES or precision not in PRECISIONS:
+        raise BenchError(f"keep_models is {', '.join(KEEP_POLICIES)} and model_precision {', '.join(PRECISIONS)}; "
+                         f"got {keep!r} and {precision!r}")
+    if not save and keep != "none":
+        raise BenchError(f"--no-save-model keeps no model and --keep-models {keep} keeps some; give one")
     compiled = bool(getattr(args, "compile", None) or file_run.get("compile", False))
     graphs = getattr(args, "cuda_graphs", None)
     graphs = str(file_run.get("cuda_graphs", "auto")) if graphs is None else graphs
@@ -270,8 +277,8 @@ def request_fields(args: argparse.Namespace, file_run: dict[str, Any], data_dir:
     report_to = parse_report_to(file_run.get("report_to") if report_to is None else report_to)
     require_packages(report_to)  # a missing package fails now, before anything trains
     return {"evaluators": tuple(evaluator_names(names, evaluators)), "options": eval_options(args, file_run, data_dir),
-            "save_model": save, "explicit": names not in (None, ["all"]), "asked": names is not None,
-            "compile": compiled, "cuda_graphs": graphs,
+            "save_model": keep != "none", "keep_models": keep, "model_precision": precision,
+            "explicit": names not in (None, ["all"]), "asked": names is not None, "compile": compiled, "cuda_graphs": graphs,
             "length_bucket": bucket, "deterministic": deterministic, "report_to": report_to, "checkpoint_every_s": every}
 
 
@@ -281,6 +288,12 @@ def shard_request(args: argparse.Namespace, file_run: dict[str, Any], data_dir: 
     from bench.running.outcome import ShardRequest
 
     return ShardRequest(**fields)
+
+
+def say(line: str) -> None:
+    """Print `line` on stderr when there is one ("": nothing to say)."""
+    if line:
+        print(line, file=sys.stderr)
 
 
 def print_evaluations(outcomes: list[Any], said: set[tuple[str, str]] | None = None) -> list[Any]:

@@ -12,14 +12,14 @@ from bench.cli.common import RESULTS_HELP, check_output_folder, comma_list
 from bench.errors import BenchError
 from bench.results.store import results_dir as resolve_results_dir
 
-SAVE_FORMATS = ("pt", "hf")  # model.pt (what `clbench evaluate RUN` reads), the Hugging Face folder <run>/hf/
+SAVE_FORMATS = ("safetensors", "hf")  # model.safetensors (what `clbench evaluate RUN` reads), the folder <run>/hf/
 NOT_TRANSFORMERS = ("textcnn", "textcnn-glove")  # encoders with no Hugging Face format
 
 
 def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
     """The `clbench export` subcommand and its arguments."""
     export = sub.add_parser("export", parents=[common], help="write a run's model as a Hugging Face folder",
-                            description="Write a finished run's model (model.pt) as a Hugging Face sequence-"
+                            description="Write a finished run's model (model.safetensors) as a Hugging Face sequence-"
                                         "classification folder (safetensors weights, config.json with the label "
                                         "names, the tokenizer) that AutoModelForSequenceClassification and "
                                         "AutoTokenizer load; its logits are checked against the run's model.")
@@ -58,22 +58,23 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 
 def save_formats(given: str | None, save_model: bool, opts: Any) -> tuple[str, ...]:
-    """`--save-format` checked: `pt` (default), `hf`, `pt,hf` or `both`; a BenchError for an unknown format, for
-    --no-save-model beside it, and for `hf` with a model that has no Hugging Face format (TextCNN, mean pooling).
-    `opts`: the run's RunOptions (encoders, settings)."""
+    """`--save-format` checked: `safetensors` (default; `pt`, its name before, is read as it), `hf`,
+    `safetensors,hf` or `both`; a BenchError for an unknown format, for --no-save-model beside it, and for `hf`
+    with a model that has no Hugging Face format (TextCNN, mean pooling). `opts`: the run's RunOptions."""
     if given is None:
-        return ("pt",)
-    names = ["pt", "hf"] if given.strip() == "both" else comma_list(given)
+        return ("safetensors",)
+    names = list(SAVE_FORMATS) if given.strip() == "both" else [
+        "safetensors" if n == "pt" else n for n in comma_list(given)]
     unknown = [n for n in names if n not in SAVE_FORMATS]
     if unknown or not names:
-        raise BenchError(f"--save-format {given!r}: use pt, hf, pt,hf or both")
+        raise BenchError(f"--save-format {given!r}: use safetensors, hf, safetensors,hf or both")
     if not save_model:
         raise BenchError("--no-save-model keeps no weights and --save-format says how to keep them; give one")
     if "hf" in names:
         encoders = [e for e in opts.encoders if e in NOT_TRANSFORMERS]
         if encoders:
             raise BenchError(f"--save-format hf: encoder {encoders[0]} is not a Hugging Face transformer and has no "
-                             "Hugging Face format; use --save-format pt")
+                             "Hugging Face format; use --save-format safetensors")
         if str(opts.overrides.get("pooling", "")) == "mean":
             raise BenchError("--save-format hf: --pooling mean has no stock Hugging Face sequence-classification "
                              "head (they classify from the first token); use --pooling cls (the default) or pooler")

@@ -18,7 +18,6 @@ from bench.results import store
 from bench.errors import BenchError
 from bench.results.store import DEFAULT_RESULTS
 
-DEFAULT_REPORTS = "reports"
 RUN_HELP = "run keys, glob patterns such as 'ce_trec_*', or run folders"
 
 
@@ -27,8 +26,9 @@ def add_plot_parser(sub: Any, common: argparse.ArgumentParser) -> argparse.Argum
     paths = StrictParser(add_help=False)
     paths.add_argument("--results-dir", default=None,
                        help=f"where runs are stored (default: $BENCH_RESULTS_DIR or ./{DEFAULT_RESULTS})")
-    paths.add_argument("--reports-dir", default=DEFAULT_REPORTS,
-                       help=f"where figures are written (default: {DEFAULT_REPORTS}/)")
+    paths.add_argument("--reports-dir", default=None,
+                       help="where figures are written (default: beside the results folder: ./reports for ./results, "
+                            "reports-NAME for a results folder NAME)")
     parents = [common, paths]  # --debug after the figure name too (`common` leaves it unset when absent)
     plot = sub.add_parser("plot", parents=[common], help="heatmaps, curves and summaries from stored results",
                           description="Draw figures from stored runs; each is written as PNG (dpi 200) and PDF "
@@ -174,7 +174,7 @@ def build_plots(args: argparse.Namespace) -> Iterator[Any]:
 
 def cmd_plot(args: argparse.Namespace) -> int:
     """Build the requested figures, save each as PNG and PDF, and print the written paths."""
-    reports = Path(args.reports_dir)
+    reports = Path(args.reports_dir) if args.reports_dir else store.reports_dir(results_dir(args))
     check_output_folder(reports, "reports folder", "--reports-dir")  # before matplotlib is imported
     from bench.reporting.figures import save_plot
 

@@ -22,7 +22,6 @@ if TYPE_CHECKING:
 
 TABLES = ("paper-ii", "ablation", "robustness", "compare", "vs-paper", "ranking")
 DEFAULT_TABLE = "paper-ii"
-DEFAULT_REPORTS = "reports"
 SHOWN_COLUMNS = ("dataset", "encoder", "method", "seed", "evaluator", "eval_hash", "split", "metric", "label",
                  "test", "capability", "value", "n", "note")
 FILTER_HELP = ("keep rows whose COLUMN has one of the values, e.g. method=ce,clld or dataset=mr; repeatable "
@@ -54,7 +53,9 @@ def add_results_parser(sub: argparse._SubParsersAction, common: argparse.Argumen
     parser.add_argument("--export", choices=["csv", "parquet"], default=None,
                         help="write the table (all columns) instead of printing it")
     parser.add_argument("--output", default=None, metavar="PATH",
-                        help=f"export file (default: {DEFAULT_REPORTS}/results[-FILTERS].csv|parquet; "
+                        help="export file (default: REPORTS/results[-FILTERS].csv|parquet, REPORTS the results "
+                             "folder's "
+                             "reports folder: ./reports for ./results, reports-NAME for NAME; "
                              "the format follows the suffix when --export is not given)")
     return parser
 
@@ -73,8 +74,9 @@ def add_report_parser(sub: argparse._SubParsersAction, common: argparse.Argument
     parser.add_argument("--format", dest="fmt", choices=["md", "latex", "csv"], default="md",
                         help="output format (default: md)")
     add_filter_option(parser)
-    parser.add_argument("--reports-dir", default=DEFAULT_REPORTS,
-                        help=f"where report files are written (default: ./{DEFAULT_REPORTS})")
+    parser.add_argument("--reports-dir", default=None,
+                        help="where report files are written (default: beside the results folder: ./reports for "
+                             "./results, reports-NAME for a results folder NAME)")
     parser.add_argument("--bootstrap", type=int, default=None, metavar="N",
                         help="compare: paired bootstrap resamples (default: 10000)")
     parser.add_argument("--rope", type=float, default=None, metavar="POINTS",
@@ -89,6 +91,14 @@ def add_report_parser(sub: argparse._SubParsersAction, common: argparse.Argument
                              "figures, robustness, provenance) to PATH (default: REPORTS_DIR/report[-FILTERS].html); "
                              "with --select-by validation, only each method's knob combination chosen on validation")
     return parser
+
+
+def reports_folder(args: argparse.Namespace) -> Path:
+    """--reports-dir, else the results folder's own (bench.results.store.reports_dir)."""
+    from bench.results.store import reports_dir
+
+    given = getattr(args, "reports_dir", None)
+    return Path(given) if given else reports_dir(results_dir(args))
 
 
 def results_dir(args: argparse.Namespace) -> Path:
@@ -155,7 +165,7 @@ def cmd_results(args: argparse.Namespace) -> int:
         print(compact_table(frame, shutil.get_terminal_size().columns, args.columns))
         return 0
     slug = filters_slug(args.filters)
-    path = Path(args.output) if args.output else Path(DEFAULT_REPORTS) / f"results{'-' + slug if slug else ''}.{fmt}"
+    path = Path(args.output) if args.output else reports_folder(args) / f"results{'-' + slug if slug else ''}.{fmt}"
     check_output_folder(path.parent, "export folder", "--output")
     with store.atomic_path(path) as tmp:
         if fmt == "csv":
@@ -170,6 +180,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     """Build the requested tables, print them and write them under --reports-dir (the collapsed runs, then mix
     warnings first). Collapsed runs follow bench.reporting.collapsed: left out unless a --filter names them."""
     html = Path(args.html) if args.html else None  # --html PATH: a file, or a folder that gets the default name
+    args.reports_dir = reports_folder(args)
     folder = args.reports_dir if html is None else html if html.is_dir() else html.parent
     check_output_folder(folder, "reports folder", "--html" if html else "--reports-dir")  # before pandas
     from bench.reporting import render

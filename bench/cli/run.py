@@ -8,13 +8,14 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from bench.cli.common import RESULTS_HELP, add_evaluator_options, comma_list, print_evaluations, \
+from bench.cli.common import RESULTS_HELP, add_evaluator_options, comma_list, print_evaluations, say, \
     quiet_transformers, report_failed_evaluations, seed_list
 from bench.cli.run_options import DEFAULT_METHODS
+from bench.cli.run_summary import shard_lines
 from bench.errors import install_extra
 from bench.running.grid import MAX_SHARDS, budget_line
 from bench.running.options import RunOptions
-from bench.spec import CUDA_GRAPH_MODES, REGIME_FIELDS, TrainConfig
+from bench.spec import CUDA_GRAPH_MODES, KEEP_POLICIES, PRECISIONS, REGIME_FIELDS, TrainConfig
 
 HELP = {
     "epochs": "maximum epochs", "batch_size": "training batch size", "lr": "peak learning rate (AdamW)",
@@ -135,11 +136,17 @@ def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
                      help="bit-reproducible training on any device: deterministic algorithms (an operation without "
                           "one fails the shard), attention on the math kernel; slower on a GPU; a CPU is "
                           "deterministic without it; recorded in each row, not in the run key")
+    run.add_argument("--keep-models", choices=KEEP_POLICIES, default=None,
+                     help="which trained models the sweep keeps once their evaluators ran: all (default), best (per "
+                          "method x dataset x encoder, on validation) or none; `clbench evaluate` needs a kept model")
     run.add_argument("--no-save-model", dest="save_model", action="store_false", default=None,
-                     help="do not keep the trained weights (model.pt); `clbench evaluate` then cannot score the run")
+                     help="the same as --keep-models none")
+    run.add_argument("--model-precision", choices=PRECISIONS, default=None,
+                     help="auto (default): a kept model is stored in float16 when that predicts as the run did on "
+                          ">= 99.5%% of test items, else float32; float32: always")
     run.add_argument("--save-format", dest="save_format", default=None, metavar="FORMAT[,FORMAT]",
-                     help="how to keep the trained weights: pt (model.pt, default), hf (a Hugging Face folder "
-                          "<run>/hf/, see `clbench export`), pt,hf or both; not in the run key")
+                     help="how to keep the trained weights: safetensors (model.safetensors, default), hf (a Hugging "
+                          "Face folder <run>/hf/, see `clbench export`), safetensors,hf or both; not in the run key")
     run.add_argument("--report-to", dest="report_to", default=None, metavar="TRACKER[,TRACKER...]",
                      help="also log each shard (settings, losses, validation, results) to tensorboard, mlflow and/or "
                           f"wandb, one tracker run per run key (default: none; {install_extra('tracking')}; "
@@ -179,11 +186,13 @@ def cmd_run(args: argparse.Namespace) -> int:
         return answer(opts, memo, outcomes)
     quiet_transformers()
     from bench.cli.progress import SweepProgress
+    from bench.running.keeping import disk_line
     from bench.running.runner import execute_sweep, plan_sweep, stop_report
 
     results_dir = opts.results_dir
     shards = plan_sweep(opts)
     announce(opts, [s.spec.method for s in shards], args.evaluators is None)
+    say(disk_line([s.spec for s in shards], opts.request.keep_models))  # a sweep whose models need much disk
     planned_keys = [s.spec.key for s in shards]
     if opts.resume or (opts.executor == "slurm" and not opts.overwrite):
         shards = skip_active(shards, results_dir)  # never queue a shard twice
@@ -192,7 +201,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         return wait_for(planned_keys, results_dir, opts.progress) if opts.wait else code
 
     def report(i: int, n: int, outcome: Any) -> None:
-        eta = progress.shard_ended(outcome.key, trained=outcome.seconds > 1)
+        eta = progress.shard_ended(outcome.key, trained=outcome.status == "done")
         for line in shard_lines(i, n, outcome, eta):
             progress.write(line)
         failed_evaluations.extend(print_evaluations(outcome.evaluations, said))
@@ -255,32 +264,13 @@ def announce(opts: RunOptions, methods: list[str], default_evaluators: bool) -> 
               file=sys.stderr)
 
 
-def shard_lines(i: int, n: int, outcome: Any, eta: str = "") -> list[str]:
-    """The lines said when shard `i` of `n` ends: its status, key and test accuracy (or why not), then any damage
-    repaired and a warning for a suspect (collapsed) result."""
-    from bench.encoders.learning_rates import lr_hint
-    from bench.results.store import is_collapsed_flag
-
-    accuracy = next((r["value"] for r in outcome.rows if r["metric"] == "accuracy" and r["split"] == "test"), None)
-    detail = f"test accuracy {100 * accuracy:.2f}%" if accuracy is not None else outcome.message
-    lines = [f"[{i}/{n}] {outcome.status:7s} {outcome.key}  {detail}"
-             + (f"  ({outcome.seconds:.0f}s)" if outcome.status == "done" else "") + (f"  {eta}" if eta else "")]
-    lines += [f"repaired: {note}" for note in outcome.repaired]  # damaged files moved aside (bench.results.repair)
-    if outcome.status == "done" and outcome.message:  # a finished run whose result is suspect (collapsed)
-        lines.append(f"warning: {outcome.key} {outcome.message}")
-    elif outcome.status == "skipped" and any(is_collapsed_flag(r.get("collapsed")) for r in outcome.rows):
-        hint = lr_hint(str(outcome.rows[0].get("encoder", ""))).replace("try ", "retrain it with --overwrite and ")
-        lines.append(f"warning: {outcome.key} collapsed when it was trained (the model predicts one class "
-                     f"whatever the input): not a result; {hint}")
-    return lines
-
-
 def conclude(opts: RunOptions, outcomes: list[Any], failed_evaluations: list[Any]) -> int:
     """After the shards: the results table, its warnings, the demo's reports, the failed and held shards and the
     next steps; 1 when a shard or an evaluation failed."""
     from bench.cli.run_summary import collapsed_warning, near_chance_warning, print_next_steps, print_results, \
         write_demo_reports
     from bench.results.store import is_collapsed_flag, left_out_line, table_left_out
+    from bench.running.keeping import apply_keep_policy
 
     results_dir = opts.results_dir
     rows, evaluation_rows = outcome_rows(outcomes)
@@ -294,6 +284,7 @@ def conclude(opts: RunOptions, outcomes: list[Any], failed_evaluations: list[Any
     left_out = left_out_line(table_left_out(results_dir), results_dir)  # damaged runs outside this sweep
     if left_out:
         print(f"warning: {left_out}", file=sys.stderr)
+    say(apply_keep_policy(results_dir, outcomes, opts.request.keep_models if opts.request else "all"))
     failed = [o for o in outcomes if o.status == "failed"]
     if failed:
         print(f"clbench: {len(failed)} of {len(outcomes)} shard(s) failed:", file=sys.stderr)

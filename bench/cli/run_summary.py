@@ -173,3 +173,23 @@ def capturing(echo: bool = True) -> Iterator[Said]:
         sys.stdout, sys.stderr = stdout, stderr
         logging.getLogger().removeHandler(counter)
         logging.getLogger("bench").removeHandler(counter)
+
+
+def shard_lines(i: int, n: int, outcome: Any, eta: str = "") -> list[str]:
+    """The lines said when shard `i` of `n` ends: its status, key and test accuracy (or why not), then any damage
+    repaired and a warning for a suspect (collapsed) result."""
+    from bench.encoders.learning_rates import lr_hint
+    from bench.results.store import is_collapsed_flag
+
+    accuracy = next((r["value"] for r in outcome.rows if r["metric"] == "accuracy" and r["split"] == "test"), None)
+    detail = f"test accuracy {100 * accuracy:.2f}%" if accuracy is not None else outcome.message
+    lines = [f"[{i}/{n}] {outcome.status:7s} {outcome.key}  {detail}"
+             + (f"  ({outcome.seconds:.0f}s)" if outcome.status == "done" else "") + (f"  {eta}" if eta else "")]
+    lines += [f"repaired: {note}" for note in outcome.repaired]  # damaged files moved aside (bench.results.repair)
+    if outcome.status == "done" and outcome.message:  # a finished run whose result is suspect (collapsed)
+        lines.append(f"warning: {outcome.key} {outcome.message}")
+    elif outcome.status == "skipped" and any(is_collapsed_flag(r.get("collapsed")) for r in outcome.rows):
+        hint = lr_hint(str(outcome.rows[0].get("encoder", ""))).replace("try ", "retrain it with --overwrite and ")
+        lines.append(f"warning: {outcome.key} collapsed when it was trained (the model predicts one class "
+                     f"whatever the input): not a result; {hint}")
+    return lines

@@ -3,6 +3,7 @@ training settings by name, method knobs as `method.knob`."""
 
 from __future__ import annotations
 
+import difflib
 from pathlib import Path
 from typing import Any
 
@@ -17,10 +18,13 @@ from bench.spec import TrainConfig
 
 from bench.evaloptions import EvalOptions
 
+# A knob by the name papers and other code give it -> the knobs it may be here, for "did you mean" (close_knob).
+KNOB_SYNONYMS = {"temperature": ("tau",), "temp": ("tau",), "t": ("tau",), "lambda": ("ce_weight",),
+                 "lam": ("lambda", "ce_weight")}
 # Keys of a SLURM profile (YAML), of `clbench run` flags (dashes for underscores) and of --config run keys.
 RUN_KEYS = ("methods", "datasets", "encoders", "seeds", "data_dir", "results_dir", "jobs", "adapt_threads", "device",
             "overwrite", "grid", "sample", "grid_seed", "yes", "report_to", "save_format", "strict_data",
-            "evaluators", "save_model", "compile", "cuda_graphs", "length_bucket", "deterministic", "checkpoint_every_s",
+            "evaluators", "save_model", "keep_models", "model_precision", "compile", "cuda_graphs", "length_bucket", "deterministic", "checkpoint_every_s",
             *EvalOptions.field_names(),
             "executor", "resume", "shards_per_gpu", "slurm_profile", *SLURM_KEYS)
 
@@ -86,7 +90,9 @@ def split_settings(assignments: dict[str, Any], methods: Registry | None = None
             fields = methods.get(method).config_fields()
             knob = field_name(knob, fields)
             if knob not in fields:
-                raise BenchError(f"method {method!r} has no setting {knob!r}; its settings: "
+                close = close_knob(knob, fields)
+                hint = f" (did you mean {method_name}.{close}?)" if close else ""
+                raise BenchError(f"method {method!r} has no setting {knob!r}{hint}; its settings: "
                                  f"{', '.join(fields) or '(none)'}")
             knobs.setdefault(method, {})[knob] = coerce(key, value, fields[knob])
         elif key in TrainConfig.field_names():
@@ -95,6 +101,16 @@ def split_settings(assignments: dict[str, Any], methods: Registry | None = None
             raise BenchError(f"unknown setting {key!r}: use a training setting "
                              f"({', '.join(TrainConfig.field_names())}) or METHOD.KNOB")
     return train, knobs
+
+
+def close_knob(knob: str, fields: dict[str, Any]) -> str | None:
+    """The knob of `fields` (as typed in --set: `lambda`, not `lambda_`) meant by an unknown `knob`: the one
+    KNOB_SYNONYMS names (temp -> tau), else the first one `knob` begins (warmup -> warmup_fraction), else the
+    closest spelling (difflib); None when none is close."""
+    names = [name.removesuffix("_") for name in fields]
+    meant = [name for name in KNOB_SYNONYMS.get(knob.lower(), ()) if name in names]
+    begun = [name for name in names if name.startswith(knob) and len(knob) > 2]
+    return next(iter(meant + begun + difflib.get_close_matches(knob, names, n=1, cutoff=0.6)), None)
 
 
 def load_config_file(path: str) -> tuple[dict[str, Any], dict[str, Any]]:

@@ -70,23 +70,24 @@ def synonym_view(text: str, rate: float, rng: np.random.Generator, inflections: 
 
 
 def antonym_view(text: str, rate: float, rng: np.random.Generator, vocabulary: Sequence[str],
-                 quota: str = "content") -> Augmented:
+                 quota: str = "content", redraw_same: bool = True) -> Augmented:
     """text with about rate of its content words replaced by WordNet antonyms, else by vocabulary words (word by
-    word: a text mixes both)."""
+    word: a text mixes both; `redraw_same`: see `_other_word`)."""
     def pick(word: str, tag: str) -> str | None:
         candidates = substitutes.antonym_candidates(word, tag)
         if candidates:
             return candidates[rng.integers(len(candidates))]
-        return _other_word(vocabulary, word, rng)
+        return _other_word(vocabulary, word, rng, redraw_same)
 
     return _substitute(text, rate, rng, pick, quota)
 
 
 def released_antonym_view(text: str, rate: float, rng: np.random.Generator, vocabulary: Sequence[str],
-                          try_antonyms: bool, quota: str = "content") -> Augmented:
+                          try_antonyms: bool, quota: str = "content", redraw_same: bool = True) -> Augmented:
     """The antonym view as CLINE's released replace_word draws it, per text: where `try_antonyms`, only words
     with a WordNet antonym are replaced (by one), up to the quota, and a text without any gets the random-word
-    view instead; otherwise the random-word view: up to the quota of words, each by a vocabulary word."""
+    view instead; otherwise the random-word view: up to the quota of words, each by a vocabulary word (a draw
+    equal to the word itself: see `_other_word`)."""
     def antonym(word: str, tag: str) -> str | None:
         candidates = substitutes.antonym_candidates(word, tag)
         return candidates[rng.integers(len(candidates))] if candidates else None
@@ -95,7 +96,7 @@ def released_antonym_view(text: str, rate: float, rng: np.random.Generator, voca
         view = _substitute(text, rate, rng, antonym, quota)
         if any(view.replaced):
             return view
-    return _substitute(text, rate, rng, lambda word, tag: _other_word(vocabulary, word, rng), quota)
+    return _substitute(text, rate, rng, lambda word, tag: _other_word(vocabulary, word, rng, redraw_same), quota)
 
 
 def tries_antonyms(seed: int, index: int, share: float) -> bool:
@@ -125,10 +126,14 @@ def _substitute(text: str, rate: float, rng: np.random.Generator,
     return Augmented(" ".join(new), tuple(new), tuple(replaced), candidate)
 
 
-def _other_word(vocabulary: Sequence[str], word: str, rng: np.random.Generator) -> str | None:
-    """A random vocabulary word other than word, or None when there is none."""
+def _other_word(vocabulary: Sequence[str], word: str, rng: np.random.Generator, redraw_same: bool = True) -> str | None:
+    """A random vocabulary word other than word, or None when there is none. `redraw_same` False: one draw, and
+    None (the word is skipped, as CLINE's released search_replacement skips it) when it is the word itself."""
     if not vocabulary:
         return None
+    if not redraw_same:
+        drawn = vocabulary[rng.integers(len(vocabulary))]
+        return None if drawn.lower() == word else drawn
     for _ in range(8):
         drawn = vocabulary[rng.integers(len(vocabulary))]
         if drawn.lower() != word:
@@ -147,11 +152,13 @@ def training_vocabulary(texts: Sequence[str]) -> list[str]:
 
 def augment_texts(texts: Sequence[str], kind: str, rate: float, seed: int,
                   cache_dir: str | os.PathLike | None = None, quota: str = "content",
-                  antonym_share: float | None = None) -> list[Augmented]:
+                  antonym_share: float | None = None, redraw_same: bool = True) -> list[Augmented]:
     """One view of a KINDS kind per text (rate counted by a QUOTAS rule), deterministic per (seed, index);
     cached under cache_dir if given. `antonym_share` (kind `ant` only): None, antonyms wherever WordNet has one
     and vocabulary words elsewhere (`antonym_view`); a share s, the released per-text draw: texts chosen with
-    probability s (`tries_antonyms`) try antonyms, the rest get random-word views (`released_antonym_view`)."""
+    probability s (`tries_antonyms`) try antonyms, the rest get random-word views (`released_antonym_view`).
+    `redraw_same` (kind `ant` only): a random word equal to the word it replaces is drawn again (True) or the
+    word is skipped (False, CLINE's released code)."""
     texts = list(texts)
     if kind not in KINDS:
         raise ValueError(f"kind must be one of {KINDS}, got {kind!r}")
@@ -161,21 +168,24 @@ def augment_texts(texts: Sequence[str], kind: str, rate: float, seed: int,
         raise BenchError(f"augmentation rate must be between 0 and 1, got {rate}")
     if antonym_share is not None and (kind != "ant" or not 0 <= antonym_share <= 1):
         raise ValueError(f"antonym_share is a share in [0, 1] of an `ant` view, got {antonym_share!r} for {kind!r}")
+    if not redraw_same and kind != "ant":
+        raise ValueError(f"redraw_same is a rule of the random words of an `ant` view, not of {kind!r}")
     rule = ([] if quota == "content" else [quota]) + ([] if antonym_share is None else [f"share={antonym_share!r}"])
+    rule += [] if redraw_same else ["no-redraw"]  # views of the other rule are kept apart
     key = cache_key(texts, kind, rate, seed, *rule)
     path = Path(cache_dir) / f"{kind}-{key}.jsonl.gz" if cache_dir else None
     if path is not None:
         cached = _read_cache(path, len(texts))
         if cached is not None:
             return cached
-    views = _compute(texts, kind, rate, seed, quota, antonym_share)
+    views = _compute(texts, kind, rate, seed, quota, antonym_share, redraw_same)
     if path is not None:
         _write_cache(path, views)
     return views
 
 
 def _compute(texts: list[str], kind: str, rate: float, seed: int, quota: str = "content",
-             antonym_share: float | None = None) -> list[Augmented]:
+             antonym_share: float | None = None, redraw_same: bool = True) -> list[Augmented]:
     """The views of texts, one rng per text."""
     if kind in ("syn", "syn-inflect"):
         # one random stream for both synonym kinds: their views differ only where an inflection stands in
@@ -184,9 +194,10 @@ def _compute(texts: list[str], kind: str, rate: float, seed: int, quota: str = "
     vocabulary = training_vocabulary(texts)
     if antonym_share is not None:
         return [released_antonym_view(text, rate, text_rng(seed, i, kind), vocabulary,
-                                      tries_antonyms(seed, i, antonym_share), quota)
+                                      tries_antonyms(seed, i, antonym_share), quota, redraw_same)
                 for i, text in enumerate(texts)]
-    return [antonym_view(text, rate, text_rng(seed, i, kind), vocabulary, quota) for i, text in enumerate(texts)]
+    return [antonym_view(text, rate, text_rng(seed, i, kind), vocabulary, quota, redraw_same)
+            for i, text in enumerate(texts)]
 
 
 def text_rng(seed: int, index: int, kind: str) -> np.random.Generator:
@@ -196,7 +207,7 @@ def text_rng(seed: int, index: int, kind: str) -> np.random.Generator:
 
 def cache_key(texts: Sequence[str], kind: str, rate: float, seed: int, *rule: str) -> str:
     """A hash naming the cached views of (texts, kind, rate, seed, quota rule unless `content`, antonym share
-    unless None) under this VERSION and tagger."""
+    unless None, `no-redraw` unless the random words are drawn again) under this VERSION and tagger."""
     digest = hashlib.sha256(json.dumps([VERSION, tagger_name(), kind, rate, seed, *rule]).encode())
     for text in texts:
         digest.update(json.dumps(text).encode() + b"\n")

@@ -3,6 +3,7 @@ checking it, and carving a stratified validation split where a dataset has none.
 
 from __future__ import annotations
 
+import difflib
 import hashlib
 import importlib
 import json
@@ -185,7 +186,10 @@ def load_raw(name: str, data_dir: str | None, data_seed: int) -> tuple[str, Card
 
 def unknown_dataset_message(name: str, data_dir: str | None) -> str:
     """One line for a dataset name that is neither a card, a path nor a folder under the data folders: the
-    closest card or folder name, the known cards and the folders found, and the ways to name a dataset."""
+    closest card or folder name, the known cards and the folders found, and the ways to name a dataset. A name
+    written as a path gets `missing_folder_message` instead."""
+    if looks_like_path(name):
+        return missing_folder_message(name, data_dir)
     dirs = [d for d in data_dirs(data_dir) if d.is_dir()]
     folders = sorted({p.name for d in dirs for p in d.iterdir() if p.is_dir() and not p.name.startswith(".")})
     message = DATASETS.unknown_message(name, also=folders)
@@ -194,6 +198,47 @@ def unknown_dataset_message(name: str, data_dir: str | None) -> str:
         message += f"; folders in {', '.join(str(d) for d in dirs)}: {shown or 'none'}"
     return (message + ". Give a card name, a path to a folder with train/test files, or a folder's name with "
             "--data-dir DIR (for DIR/NAME)")
+
+
+def looks_like_path(name: str) -> bool:
+    """Whether a dataset name is written as a path: a path separator in it, or a leading `.` or `~`."""
+    return name.startswith((".", "~")) or any(sep in name for sep in {"/", os.sep, os.altsep} - {None})
+
+
+def missing_folder_message(name: str, data_dir: str | None) -> str:
+    """One line for a dataset given as a path that does not exist: where it was looked for, its first missing
+    part, the closest existing folder (did you mean ...?) and how to name a dataset."""
+    path = Path(name).expanduser()
+    dirs = [] if path.is_absolute() else [d for d in data_dirs(data_dir) if d.is_dir()]
+    hints = [path_hint(name, base) for base in [Path.cwd(), *dirs]]
+    missing = hints[0][0]
+    message = f"dataset folder {name} does not exist"
+    if missing != str(Path(name)):
+        message += f": there is no folder {missing}"
+    message += "" if path.is_absolute() else f" in {Path.cwd()}"
+    message += f" (nor under {', '.join(map(str, dirs))})" if dirs else ""
+    suggestion = next((hint for _, hint in hints if hint), None)
+    message += f" (did you mean {suggestion}?)" if suggestion else ""
+    return (message + "; give the path of a folder that holds train and test files (train.jsonl and test.jsonl, "
+            "or .jsonl.gz/.csv/.tsv), or a card name (`clbench list datasets`)")
+
+
+def path_hint(name: str, base: Path) -> tuple[str, str | None]:
+    """For a path `name` (as typed; relative to `base`) that does not exist: its first missing part as typed, and
+    `name` with that part replaced by the closest folder name beside it (letter case aside) where that gives an
+    existing folder, else None."""
+    typed = Path(name).parts
+    path = base / Path(name).expanduser()
+    found = next(parent for parent in path.parents if parent.is_dir())
+    rest = path.relative_to(found).parts  # the missing part and what follows it
+    prefix = typed[:len(typed) - len(rest)]
+    missing = str(Path(*prefix, rest[0]))
+    names = {p.name.lower(): p.name for p in found.iterdir() if p.is_dir() and not p.name.startswith(".")}
+    close = difflib.get_close_matches(rest[0].lower(), list(names), n=1, cutoff=0.6)
+    if not close or not found.joinpath(names[close[0]], *rest[1:]).is_dir():
+        return missing, None
+    suggestion = str(Path(*prefix, names[close[0]], *rest[1:]))
+    return missing, "./" + suggestion if name.startswith("./") and not suggestion.startswith(".") else suggestion
 
 
 # ----------------------------------------------------------------------------------------------- checks

@@ -82,6 +82,12 @@ class HFEncoder(TextEncoder):
         pooled = pool(out.last_hidden_state, attention_mask, pooler, self.pooling)
         return EncoderOutput(pooled, out.last_hidden_state, attention_mask, pooler)
 
+    def unused_for_prediction(self) -> tuple[str, ...]:
+        """Names (prefixes, relative to this encoder) of weights prediction never reads: the model's pooler (dense +
+        tanh) unless --pooling pooler. A stored model leaves them out (bench.results.modelfile)."""
+        pooler = any(name.startswith("model.pooler.") for name, _ in self.named_parameters())
+        return ("model.pooler.",) if pooler and self.pooling != "pooler" else ()
+
     def sdpa_mask(self, attention_mask: torch.Tensor) -> torch.Tensor:
         """For PyTorch SDPA attention, the padding mask as a ready (B, 1, 1, T) boolean mask: given the 2-D mask,
         Hugging Face models first ask whether it has any padding (`mask.all()`), which makes the host wait for

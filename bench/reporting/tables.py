@@ -265,13 +265,23 @@ def compare(frame: pd.DataFrame, predictions: Mapping[str, pd.DataFrame], baseli
     if not several:
         title += f" on {groups[0][0]} ({groups[0][1]})"
     return make_table(cells, title, "dataset encoder method" if several else "method",
-                      compare_notes(baseline, settings, int(np.isfinite(qvalues).sum()), n_resamples, seed)
+                      compare_notes(baseline, settings, qvalues, n_resamples, seed)
                       + notes + split.notes() + nearchance.note(sorted({r for *_, pairing in results
                                                                           for r in pairing.near})), left=["verdict"])
 
 
-def compare_notes(baseline: str, settings: VerdictSettings, compared: int, n_resamples: int, seed: int) -> list[str]:
-    """What the compare table's columns hold (docs/REPORTS.md#verdicts-about-the-task)."""
+def compare_notes(baseline: str, settings: VerdictSettings, qvalues: np.ndarray, n_resamples: int,
+                  seed: int) -> list[str]:
+    """What the compare table's columns hold (docs/REPORTS.md#verdicts-about-the-task); `qvalues`: one per
+    comparison, NaN where it has no p-value (fewer than 2 paired runs)."""
+    with_p, total = int(np.isfinite(qvalues).sum()), len(qvalues)
+    if with_p == total:
+        adjusted = f"q: Benjamini-Hochberg over the {total} comparison{'s' * (total > 1)} in this table"
+    elif with_p:
+        adjusted = (f"q: Benjamini-Hochberg over the {with_p} of the {total} comparisons in this table that have a "
+                    "p-value (2 or more paired runs)")
+    else:
+        adjusted = "q: none, as no comparison has a p-value (a p-value needs 2 or more paired runs)"
     return [
         (f"verdict: better / worse (q < {settings.alpha:g}), equivalent (95% CI inside ±{settings.rope:g} points, "
          f"the ROPE) or inconclusive; fewer than {verdicts.MIN_RUNS} paired runs: inconclusive, always; "
@@ -279,7 +289,7 @@ def compare_notes(baseline: str, settings: VerdictSettings, compared: int, n_res
         ("run = the method and the baseline trained on one draw (data seed, seed, regime: one training and "
          "validation sample), paired; Δ: mean over runs; 95% CI and p: over runs and test items (a crossed "
          "runs × items model, Student t with runs − 1 df: the test set is a sample of the task, not fixed); "
-         f"q: Benjamini-Hochberg over the {compared} comparisons in this table"),
+         + adjusted),
         (f"ASO ε: Almost Stochastic Order of the method's run accuracies over {baseline}'s (deepsig, "
          f"{settings.aso_iterations} iterations; < 0.5: the method almost stochastically dominates; — below "
          f"{verdicts.MIN_RUNS} runs a side)"),

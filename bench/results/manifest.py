@@ -117,6 +117,7 @@ def record(run_dir: Path, path: Path, size: int, sha256: str, mtime_ns: int = -1
         entry["was"] = {k: old.get(k) for k in ("size", "sha256", "mtime_ns")}
     manifest["files"][name] = entry
     manifest["moved"].pop(name, None)
+    manifest.get("dropped", {}).pop(name, None)
     _write(run_dir, manifest)
 
 
@@ -211,3 +212,15 @@ def forget(run_dir: Path, name: str) -> None:
     if manifest is not None and name in manifest["files"]:
         del manifest["files"][name]
         _write(Path(run_dir), manifest)
+
+
+def note_dropped(run_dir: Path, name: str, why: str) -> None:
+    """Record that the run file `name` was deleted on purpose, and why (a model the keep policy did not keep)."""
+    try:
+        record = load(run_dir)
+    except Damaged:
+        return
+    if record is not None:
+        record["files"].pop(name, None)
+        record.setdefault("dropped", {})[name] = why
+        _write(Path(run_dir), record)

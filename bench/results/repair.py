@@ -22,7 +22,7 @@ from pathlib import Path
 
 from bench.results import lease, manifest, runfiles, store
 from bench.results.manifest import Damaged
-from bench.results.names import CHECKPOINT, EVALS, MODEL, TRAINING_FILES
+from bench.results.names import CHECKPOINT, EVALS, LEGACY_MODEL, MODEL, TRAINING_FILES
 
 RETRAIN = "the run is retrained"
 NO_MODEL = "evaluations that need the model are no-model (retrain it with --overwrite)"
@@ -53,7 +53,7 @@ def consequence(name: str, what: str = "") -> str:
         return MOVED_WHOLE
     if name in TRAINING_FILES:
         return RETRAIN
-    if name == MODEL:
+    if name in (MODEL, LEGACY_MODEL):
         return NO_MODEL
     if name.startswith(EVALS + "/"):
         return REDO
@@ -105,7 +105,8 @@ def repair(run_dir: Path, found: list[Damaged] | None = None) -> Repair:
 
 def model_damaged(run_dir: Path, damage: Damaged) -> str:
     """Move a model file that failed verification when loaded aside; the note saying so."""
-    folder = manifest.move_aside(Path(run_dir), [MODEL], damage.what)
+    folder = manifest.move_aside(Path(run_dir), [damage.name if damage.name in (MODEL, LEGACY_MODEL) else MODEL],
+                                 damage.what)
     return f"{damage}: moved to {folder}/, {NO_MODEL}"
 
 

@@ -13,13 +13,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from bench.errors import BenchError
 from bench.results import atomic, manifest
 from bench.results.manifest import Damaged
-from bench.results.names import CHECKPOINT, EVALS, MODEL, ROWS, SPEC, TRAINING_FILES
+from bench.results.names import CHECKPOINT, EVALS, ROWS, SPEC, TRAINING_FILES
 
-MODEL_PARTS = ("encoder.", "head.")  # what prediction needs; method-only modules (projectors, targets) are left out
 ARTEFACT_KINDS = (".jsonl.gz", ".json")  # what write_artefact writes: a list of records, a JSON value
+WEIGHTS = (".pt", ".safetensors")  # model and checkpoint files: large, hashed when they are loaded
 UNKNOWN = object()  # `manifest` argument not given: read it
 
 
@@ -73,6 +72,12 @@ def write_jsonl_gz(run_dir: Path, name: str, rows: list[dict[str, Any]]) -> None
 def save_torch(run_dir: Path, name: str, obj: Any) -> None:
     """torch.save `obj` as the run file `name`, atomically, recorded in the manifest."""
     atomic.atomic_torch_save(obj, Path(run_dir) / name, Path(run_dir))
+
+
+def write_bytes(run_dir: Path, name: str, data: bytes) -> None:
+    """Write `data` as the run file `name`, atomically, recorded in the manifest."""
+    with atomic.atomic_path(Path(run_dir) / name, Path(run_dir)) as tmp:
+        tmp.write_bytes(data)
 
 
 def link(run_dir: Path, source: str, target: str) -> None:
@@ -158,57 +163,20 @@ def load_torch(run_dir: Path, name: str, weights_only: bool = True) -> Any:
         raise Damaged(run_dir, name, f"not a torch file: {manifest.short(exc)}") from None
 
 
-# ------------------------------------------------------------------------------------------------ the model
+# ------------------------------------------------------------------------------------------------ a trained run
 
-def save_model(run_dir: Path, method: Any) -> None:
-    """Store the weights prediction needs (encoder and head) as the run's model file."""
-    state = {k: v.detach().cpu() for k, v in method.state_dict().items() if k.startswith(MODEL_PARTS)}
-    save_torch(run_dir, MODEL, state)
-
-
-def store_run(run_dir: Path, files: dict[str, Any], method: Any | None, rows: list[dict[str, Any]]) -> None:
+def store_run(run_dir: Path, files: dict[str, Any], save_model: Callable[[], None] | None,
+              rows: list[dict[str, Any]]) -> None:
     """Store a trained run's results in one call, in the order that keeps a killed process safe: each of `files`
-    (name -> content by its kind: a `.jsonl.gz` list of records, a `.json` value), the model's weights (`method`;
-    None: no model kept), then the rows, which mark the run finished; last, its resume checkpoint is dropped."""
+    (name -> content by its kind: a `.jsonl.gz` list of records, a `.json` value), the model (`save_model`, which
+    writes it: bench.results.modelfile; None: no model kept), then the rows, which mark the run finished; last,
+    its resume checkpoint is dropped."""
     for name, content in files.items():
         (write_jsonl_gz if name.endswith(".jsonl.gz") else write_json)(run_dir, name, content)
-    if method is not None:
-        save_model(run_dir, method)
+    if save_model is not None:
+        save_model()
     write_json(run_dir, ROWS, rows)
     forget(run_dir, CHECKPOINT)
-
-
-def require_model(run_dir: Path) -> None:
-    """A one-line BenchError when a run has no saved model file (never saved, or moved aside as damaged)."""
-    run_dir = Path(run_dir)
-    if (run_dir / MODEL).is_file():
-        return
-    moved = model_moved(run_dir)
-    if moved:
-        raise BenchError(f"{run_dir.name} has no usable model: {MODEL} was damaged ({moved}); re-run it with "
-                         "`clbench run ... --overwrite` to retrain it")
-    raise BenchError(f"{run_dir.name} has no saved model ({MODEL}); it ran with --no-save-model or before models "
-                     "were saved: re-run it with `clbench run ... --overwrite`")
-
-
-def model_moved(run_dir: Path) -> str:
-    """Why the run's model file was moved aside as damaged ("" when it was not)."""
-    try:
-        return str(((manifest.load(Path(run_dir)) or {}).get("moved") or {}).get(MODEL, ""))
-    except Damaged:
-        return ""
-
-
-def load_model(run_dir: Path, method: Any) -> None:
-    """Load the run's saved weights into a freshly built method (encoder + head must match); Damaged when the
-    file does not verify."""
-    require_model(run_dir)
-    state = load_torch(run_dir, MODEL)
-    missing, unexpected = method.load_state_dict(state, strict=False)
-    missing = [k for k in missing if k.startswith(MODEL_PARTS)]
-    if missing or unexpected:
-        raise BenchError(f"saved model {Path(run_dir) / MODEL} does not fit the rebuilt encoder (missing "
-                         f"{missing[:3]}, unexpected {unexpected[:3]}); was the encoder changed since the run?")
 
 
 # ------------------------------------------------------------------------------------------------ damage
@@ -236,9 +204,9 @@ def problems(run_dir: Path, deep: bool = False) -> list[Damaged]:
     except Damaged as damage:
         found.append(damage)
         listing = None
-    # the hash it was written with (so it parses): every file when `deep`; else all but the torch files (hashed
-    # when loaded), and only those whose stat changed since they were written
-    found += listed_problems(run_dir, listing, lambda name: deep or not name.endswith(".pt"), trust_stat=not deep)
+    # the hash it was written with (so it parses): every file when `deep`; else all but the model and checkpoint
+    # files (hashed when loaded), and only those whose stat changed since they were written
+    found += listed_problems(run_dir, listing, lambda name: deep or not name.endswith(WEIGHTS), trust_stat=not deep)
     listed = set((listing or {}).get("files", {}))
     for name in unlisted(run_dir, listed, deep):
         if listing is not None and is_evaluation(name):  # a manifest lists every evaluation clbench stored
@@ -315,7 +283,7 @@ def unlisted(run_dir: Path, listed: set[str], deep: bool) -> list[str]:
     for path in sorted(run_dir.rglob("*")):
         name = manifest.name_in(run_dir, path)
         if path.is_file() and name not in listed and not name.startswith((manifest.DAMAGED + "/", ".")) \
-                and "/." not in name and name.endswith((".json", ".jsonl.gz", ".pt")) and name != manifest.MANIFEST \
+                and "/." not in name and name.endswith((".json", ".jsonl.gz", *WEIGHTS)) and name != manifest.MANIFEST \
                 and path.name != "lease.json" and not name.startswith("hf/"):
             names.append(name)
     return names
@@ -336,3 +304,25 @@ def check_readable(run_dir: Path, name: str) -> None:
             raise Damaged(run_dir, name, f"not a torch file: {manifest.short(exc)}") from None
         if bad is not None:
             raise Damaged(run_dir, name, f"not a torch file: member {bad} fails its checksum")
+    elif name.endswith(".safetensors"):
+        problem = safetensors_problem(Path(run_dir) / name)
+        if problem:
+            raise Damaged(run_dir, name, f"not a safetensors file: {problem}")
+
+
+def safetensors_problem(path: Path) -> str:
+    """Why a file is not a whole safetensors file ('' when it is): its 8-byte header length, the JSON header, and
+    the tensors' data ending exactly at the end of the file."""
+    try:
+        with open(path, "rb") as handle:
+            length = int.from_bytes(handle.read(8), "little")
+            header = json.loads(handle.read(length).decode("utf-8")) if 0 < length < (1 << 27) else None
+            size = os.fstat(handle.fileno()).st_size
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        return manifest.short(exc)
+    if not isinstance(header, dict):
+        return "no header"
+    ends = [int(entry["data_offsets"][1]) for key, entry in header.items() if key != "__metadata__"]
+    if size != 8 + length + max(ends, default=0):
+        return f"{size} bytes where its header describes {8 + length + max(ends, default=0)}"
+    return ""

@@ -34,6 +34,15 @@ def results_dir(given: str | Path | None = None) -> Path:
     return Path(given or os.environ.get("BENCH_RESULTS_DIR") or DEFAULT_RESULTS)
 
 
+def reports_dir(results: str | Path) -> Path:
+    """The default reports folder of a results folder: beside it, `reports` for the default `results` (the
+    demo's), else `reports-<name>` (results-mine -> reports-results-mine), so that two results folders never write
+    into one reports folder. --reports-dir overrides it."""
+    results = Path(results).absolute() if Path(results).name in ("", ".", "..") else Path(results)
+    name = results.name
+    return results.parent / ("reports" if name in ("", DEFAULT_RESULTS) else f"reports-{name}")
+
+
 def check_results_dir(path: Path, given_as: str = "--results-dir") -> None:
     """A BenchError, before anything is loaded or written, unless `path` is a writable folder or can be created
     as one (tried for real: bench.results.folders); creates nothing. `given_as` says where the path came from

@@ -18,7 +18,7 @@ from typing import Any
 import torch
 
 import bench.evaluators  # noqa: F401  (registers the evaluators)
-from bench.results import runfiles, store
+from bench.results import modelfile, runfiles, store
 from bench.data.bounds import TextBound, bound_data
 from bench.data.cards import Card
 from bench.data.loading import FOLDER, TextData, load_dataset, source_data_dir
@@ -342,7 +342,7 @@ def load_run_classifier(run_dir: Path, spec: RunSpec, data: TextData, device: to
     from bench.training.setup import autocast_dtype
     from bench.methods.base import Method
 
-    runfiles.require_model(run_dir)  # before the (slow) encoder build
+    modelfile.require_model(run_dir)  # before the (slow) encoder build
     bundle = build_encoder(spec.encoder, data.train.texts, spec.train)
     method = Method(bundle.model, data.num_labels, head_dropout=spec.train.head_dropout)
     # the head the run trained where it is not the shared one (lcl's released head: Method.run_head)
@@ -350,7 +350,7 @@ def load_run_classifier(run_dir: Path, spec: RunSpec, data: TextData, device: to
     head = run_head(spec, bundle.model.hidden_size, data.num_labels) if run_head is not None else None
     if head is not None:
         method.head = head
-    runfiles.load_model(run_dir, method)
+    modelfile.load_model(run_dir, method)
     return ModelClassifier(method, bundle, data.label_names, device,
                            amp_dtype=autocast_dtype(spec.train.precision, device),
                            bucket=auto_bucket(device.type, compiled=False), max_width=spec.train.max_length)

@@ -16,7 +16,7 @@ from bench.data.loading import TextData
 from bench.encoders.hf_export import check_target, export_hf, pooling_problem
 from bench.encoders.models import EncoderBundle
 from bench.errors import BenchError
-from bench.results import runfiles, store
+from bench.results import modelfile, runfiles, store
 from bench.running.evaluation import data_for_run, load_run_classifier
 from bench.running.model_card import CARD, model_card
 from bench.running.provenance import git_commit
@@ -79,7 +79,13 @@ def export_model(method: Any, bundle: EncoderBundle, data: TextData, spec: RunSp
     about = export_record(spec, data, rows or [])
     return export_hf(method.encoder, method.head, bundle, data.label_names, spec.train.head_dropout,
                      spec.train.max_length, folder, data.test.texts[:CHECK_TEXTS], about, overwrite,
-                     files={CARD: lambda summary: model_card(summary, str(folder))})
+                     files={CARD: lambda summary: model_card(summary, str(folder))}, head_fix=shared_head_setting(spec))
+
+
+def shared_head_setting(spec: RunSpec) -> str:
+    """The --set that trains the run's method with the shared head (dropout + Linear), which every pooling
+    exports: `head=linear` for a method with a `head` knob (lcl); '' for the others."""
+    return f"--set {spec.method}.head=linear" if "head" in dict(spec.method_config) else ""
 
 
 def save_hf_in_run(method: Any, bundle: EncoderBundle, data: TextData, spec: RunSpec, run_dir: Path,
@@ -96,13 +102,14 @@ def save_hf_in_run(method: Any, bundle: EncoderBundle, data: TextData, spec: Run
 
 def export_run(run_dir: Path, folder: Path, device: torch.device, data_dir: str | None = None,
                overwrite: bool = False) -> dict[str, Any]:
-    """Export a finished run's saved model (model.pt) to `folder`; returns what was written."""
+    """Export a finished run's saved model (model.safetensors, or an older model.pt) to `folder`; returns what
+    was written."""
     if not store.is_finished(run_dir):
         raise BenchError(f"run {run_dir.name} is not finished; finish it with `clbench run` first")
-    if not (run_dir / store.MODEL).is_file() and (run_dir / HF_FOLDER / "config.json").is_file():
+    if not modelfile.has_model(run_dir) and (run_dir / HF_FOLDER / "config.json").is_file():
         raise BenchError(f"run {run_dir.name} kept its model in Hugging Face format only (--save-format hf): "
                          f"{run_dir / HF_FOLDER} is the export; copy that folder")
-    runfiles.require_model(run_dir)
+    modelfile.require_model(run_dir)
     check_target(Path(folder), overwrite)  # before the (slow) rebuild
     spec = RunSpec.from_json(runfiles.read_json(run_dir, store.SPEC))
     if pooling_problem(spec.train.pooling):

@@ -40,7 +40,10 @@ class ShardRequest:
     cuda_graphs: str = "auto"  # whole-step CUDA graphs: auto | on | off (bench.training.graphs; not in the key)
     length_bucket: int | None = None  # batch widths rounded up to a multiple of this; None: `auto_bucket`
     deterministic: bool = False  # strict deterministic kernels on any device (`deterministic_kernels`; not in the key)
-    save_format: tuple[str, ...] = ("pt",)  # model.pt and/or hf/ (bench.running.export; not in the key)
+    save_format: tuple[str, ...] = ("safetensors",)  # model.safetensors and/or hf/ (bench.running.export; not in
+    # the key)
+    keep_models: str = "all"  # all | best | none: the models a sweep keeps after its evaluators (running.keeping)
+    model_precision: str = "auto"  # auto | float32: how a kept model is stored (bench.training.precision)
     report_to: tuple[str, ...] = ()  # experiment trackers (bench.training.tracking; they only watch: not in the key)
     checkpoint_every_s: float | None = None  # resume checkpoints: at most one per this many seconds of training (0:
     # after every epoch); None: `default_checkpoint_every_s()` when the shard runs; not in the key

@@ -10,7 +10,7 @@ from typing import Any, Iterator
 from bench.data.loading import source_data_dir
 from bench.errors import BenchError
 from bench.evaluators.base import Evaluator
-from bench.results import lease, runfiles, store
+from bench.results import lease, modelfile, runfiles, store
 from bench.running.evaluation import (EvalOutcome, data_for_run, evaluate_run, load_run_classifier,
                                      options_for_data)
 from bench.running.outcome import ShardRequest
@@ -23,11 +23,12 @@ def check_scorable(runs: list[Path]) -> None:
     unfinished = [r.name for r in runs if not store.is_finished(r)]
     if unfinished:
         raise BenchError(f"run(s) not finished: {', '.join(unfinished[:5])}; finish them with `clbench run` first")
-    modelless = [r.name for r in runs if not (r / store.MODEL).is_file()]
+    modelless = [r for r in runs if not modelfile.has_model(r)]
     if modelless:
         more = f" and {len(modelless) - 5} more" if len(modelless) > 5 else ""
-        raise BenchError(f"run(s) without a saved model ({store.MODEL}): {', '.join(modelless[:5])}{more}; re-run "
-                         "them with `clbench run ... --overwrite`, or leave them out")
+        why = modelfile.why_gone(modelless[0]) or "never saved (--keep-models none or --no-save-model)"
+        raise BenchError(f"run(s) without a saved model: {', '.join(r.name for r in modelless[:5])}{more} (the first: "
+                         f"{why}); {modelfile.RETRAIN}{modelfile.KEEP}, or leave them out")
 
 
 def rescore(runs: list[Path], evaluators: list[Evaluator], request: ShardRequest, device: Any,

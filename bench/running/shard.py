@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 import bench.methods  # noqa: F401  (registers the methods)
-from bench.results import faults, lease, manifest, repair, runfiles, stopping, store
+from bench.results import faults, lease, manifest, modelfile, repair, runfiles, stopping, store
 from bench.data.loading import TextData
 from bench.encoders.learning_rates import lr_hint
 from bench.errors import BenchError
@@ -26,6 +26,7 @@ from bench.running.export import save_hf_in_run
 from bench.running.outcome import ShardOutcome, ShardRequest  # noqa: F401  (also imported from here)
 from bench.running.provenance import provenance
 from bench.spec import RunSpec
+from bench.training.precision import storage
 from bench.training.session import HowToTrain, train
 from bench.training.tracking import Tracker, tracked
 
@@ -175,10 +176,13 @@ def train_and_evaluate(spec: RunSpec, data: TextData, run_dir: Path, device_name
         **spec.to_json(), "data": data.describe(),
         "split_ids": {s: ids_digest(getattr(data, s).ids) for s in ("train", "validation", "test")},
     })
+    keeps = request.save_model and "safetensors" in request.save_format  # the run's model file is written
     how = HowToTrain(compile=request.compile, cuda_graphs=request.cuda_graphs, length_bucket=request.length_bucket,
-                     deterministic=request.deterministic, checkpoint_every_s=request.checkpoint_every_s)
+                     deterministic=request.deterministic, checkpoint_every_s=request.checkpoint_every_s,
+                     check_half=keeps and request.model_precision == "auto")
     trained = train(spec, data, run_dir, device_name, how, progress, tracker)
     data, fit, method, trainer = trained.data, trained.fit, trained.method, trained.trainer
+    dtype, stored = storage(trained.half_agreement, request.model_precision)
     judged = judge_test(data.test.labels, trained.test_logits, data.label_names, lr_hint(spec.encoder))
     predicted, probabilities, collapsed = judged.predicted, judged.probabilities, judged.collapsed
     wall = time.perf_counter() - started
@@ -197,7 +201,8 @@ def train_and_evaluate(spec: RunSpec, data: TextData, run_dir: Path, device_name
             "compiled": trained.compiled, "cuda_graphs": trained.cuda_graphs,
             "graph_capture_seconds": trainer.capture_seconds(), "length_bucket": trained.bucket,
             "deterministic": trained.deterministic, "collapsed": collapsed, "texts_cut": data.texts_cut,
-            "checkpoint_seconds": round(trainer.checkpoint_seconds, 3)},
+            "checkpoint_seconds": round(trainer.checkpoint_seconds, 3),
+            "model_storage": stored if keeps else {"dtype": None, "why": "not kept"}},
         **({store.METHOD_STATE: fit.method_state} if fit.method_state else {})}
 
     base = {"run_key": spec.key, "method": spec.method, "dataset": spec.dataset, "encoder": spec.encoder,
@@ -224,7 +229,11 @@ def train_and_evaluate(spec: RunSpec, data: TextData, run_dir: Path, device_name
     if request.save_model and "hf" in request.save_format:  # one that cannot be exported: a warning, results stand
         warning = "; ".join(filter(None, [warning, save_hf_in_run(method, trained.bundle, data, spec, run_dir,
                                                                   rows)]))
-    runfiles.store_run(run_dir, files, method if request.save_model and "pt" in request.save_format else None, rows)
+    save = (lambda: modelfile.save_model(run_dir, method, dtype, stored)) if keeps else None
+    runfiles.store_run(run_dir, files, save, rows)
+    if not keeps:
+        modelfile.drop_model(run_dir, "not kept: --save-format hf kept the Hugging Face folder hf/ only"
+                             if request.save_model else "not kept (--keep-models none)")
     if tracker:
         tracker.log_final(rows)
     evaluators, left_out = split_for_collapse(spec.key, rows, request, build_evaluators(list(request.evaluators)))

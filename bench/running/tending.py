@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 from bench.data.loading import TextData
 from bench.errors import BenchError
 from bench.evaluators.model import ModelClassifier
-from bench.results import lease, manifest, repair, runfiles, store
+from bench.results import lease, manifest, modelfile, repair, runfiles, store
 from bench.running.evaluation import (EvalOutcome, build_evaluators, evaluate_run, evaluation_name, evaluation_path,
                                       is_done, load_run_classifier, options_for_run,
                                       requested_device_type)
@@ -108,20 +108,17 @@ def evaluate_finished(spec: RunSpec, data: TextData, run_dir: Path, device_name:
         try:
             classifier = saved_classifier(spec, data, run_dir, device_name)
         except BenchError as exc:
-            status = "failed" if (run_dir / store.MODEL).is_file() else "no-model"
+            status = "failed" if modelfile.has_model(run_dir) else "no-model"
             return left_out + [EvalOutcome(spec.key, e.name, status, str(exc)) for e in missing]
     return left_out + evaluate_run(spec, data, classifier, run_dir, missing, request.options,
                                    resolve_device(device_name), explicit=request.explicit)
 
 
 def saved_classifier(spec: RunSpec, data: TextData, run_dir: Path, device_name: str) -> ModelClassifier:
-    """The run's classifier from its saved model; a BenchError saying why there is none (never saved, or moved
-    aside as damaged: a model file that fails verification is moved aside now, `repair.model_damaged`)."""
-    if not (run_dir / store.MODEL).is_file():
-        moved = runfiles.model_moved(run_dir)  # moved aside as damaged, or deleted (dropped from its manifest)
-        raise BenchError(f"no saved model: {moved} (retrain the run with --overwrite)" if moved else
-                         "the run has no saved model (trained with --no-save-model or by an older version); re-run "
-                         "it with --overwrite")
+    """The run's classifier from its saved model; a BenchError saying why there is none (never saved, not kept by
+    the keep policy, or moved aside as damaged: a model file that fails verification is moved aside now,
+    `repair.model_damaged`)."""
+    modelfile.require_model(run_dir)  # none: never saved, not kept, or moved aside as damaged (says which)
     try:
         return load_run_classifier(run_dir, spec, data, resolve_device(device_name))
     except manifest.Damaged as damage:

@@ -1,6 +1,7 @@
 """One shard's training, from its spec to its test logits, in one call (`train`): the device and seeds set, the
 encoder built, the data cut to what the model sees, the method built and prepared, the splits tokenised (cached),
-the trainer fitted (checkpointed, resumable) and the test split predicted. The shard (bench.running.shard) writes
+the trainer fitted (checkpointed, resumable) and the test split predicted (and, for a model to be stored, predicted
+once more with float16 weights: bench.training.precision). The shard (bench.running.shard) writes
 the run's spec before and its results after; training writes nothing into the run folder but its checkpoint."""
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from bench.spec import RunSpec
 from bench.training.checkpoint_policy import default_checkpoint_every_s
 from bench.training.compile import compile_encoder
 from bench.training.graphs import graphs_decision
+from bench.training.precision import round_to_half
 from bench.training.setup import deterministic_kernels, resolve_device, seed_everything
 from bench.training.token_cache import tokenize_cached
 from bench.training.trainer import FitResult, Trainer
@@ -41,6 +43,7 @@ class HowToTrain:
     length_bucket: int | None = None  # batch widths rounded up to a multiple of this; None: `auto_bucket`
     deterministic: bool = False  # strict deterministic kernels on any device
     checkpoint_every_s: float | None = None  # None: `default_checkpoint_every_s`
+    check_half: bool = False  # measure whether float16 weights predict the same on test (bench.training.precision)
 
 
 @dataclass
@@ -61,6 +64,8 @@ class Trained:
     compiled: str
     cuda_graphs: str
     phases: dict[str, float] = field(default_factory=dict)
+    half_agreement: float | None = None  # test items predicted the same with float16 weights (`check_half`;
+    # at or above HALF_AGREEMENT the weights stay rounded and `test_logits` are the rounded model's)
 
 
 def train(spec: RunSpec, data: TextData, run_dir: Path, device_name: str, how: HowToTrain = HowToTrain(),
@@ -103,7 +108,12 @@ def train(spec: RunSpec, data: TextData, run_dir: Path, device_name: str, how: H
     clock = time.perf_counter()
     logits = trainer.require_finite_outputs(trainer.predict(encoded["test"]), "test")
     phases["test_seconds"] = time.perf_counter() - clock
+    half = None
+    if how.check_half:  # float16 weights kept when they predict the same (then the run's model is theirs)
+        clock = time.perf_counter()
+        half, logits = round_to_half(trainer, method, encoded["test"], logits)
+        phases["half_check_seconds"] = time.perf_counter() - clock
     if trainer.graphs_failed():  # a capture raised: the shard went on eagerly
         cuda_graphs = f"off: {trainer.graphs_failed()}"
     return Trained(method, bundle, data, trainer, fit, logits, device, bucket, deterministic, compiled, cuda_graphs,
-                   phases)
+                   phases, half)

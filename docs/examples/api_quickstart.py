@@ -8,9 +8,16 @@
 # Run it as a script (python docs/examples/api_quickstart.py) or cell by cell (# %%) in an editor.
 
 # %%
+import sys
 from pathlib import Path
 
 import clbench
+
+if not hasattr(clbench, "run"):  # a folder named clbench hides the installed module (docs/API.md)
+    print(f"error: `import clbench` found the folder {', '.join(clbench.__path__)}, not clbench's module: a "
+          "folder named clbench in the script's folder (or the current one) hides it; rename that folder or run "
+          "from another one", file=sys.stderr)
+    sys.exit(2)
 
 TINY = Path(clbench.__file__).resolve().parent / "datasets" / "fixtures" / "tiny"  # in a checkout
 
