@@ -20,6 +20,8 @@ MODEL_PARTS = ("encoder.", "head.")  # what prediction needs; method-only module
 DTYPES = ("float32", "float16")  # how a model's floating-point weights may be stored
 RETRAIN = "retrain the run with `clbench run ... --overwrite`"
 KEEP = " (and --keep-models all to keep its model)"  # said where the keep policy dropped it
+NOT_KEPT = "not kept (--keep-models none)"  # why a run trained without keeping its model has none
+HF_ONLY = "stored in Hugging Face format only (--save-format hf): its folder hf/ is the model"
 
 
 def model_name(run_dir: Path) -> str | None:

@@ -38,7 +38,7 @@ def reports_dir(results: str | Path) -> Path:
     """The default reports folder of a results folder: beside it, `reports` for the default `results` (the
     demo's), else `reports-<name>` (results-mine -> reports-results-mine), so that two results folders never write
     into one reports folder. --reports-dir overrides it."""
-    results = Path(results).absolute() if Path(results).name in ("", ".", "..") else Path(results)
+    results = Path(results).resolve() if Path(results).name in ("", ".", "..") else Path(results)
     name = results.name
     return results.parent / ("reports" if name in ("", DEFAULT_RESULTS) else f"reports-{name}")
 

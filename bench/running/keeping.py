@@ -35,16 +35,16 @@ def validation_accuracy(rows: list[dict[str, Any]]) -> float:
                  and r.get("metric") == "accuracy" and not r.get("label")), -1.0)
 
 
-def best_per_group(outcomes: list[Any]) -> dict[tuple, tuple[str, list[str]]]:
-    """Per keep group of the finished shards (`outcomes` with rows): the best run's key and the other runs' keys."""
+def ranked_per_group(outcomes: list[Any]) -> dict[tuple, list[str]]:
+    """Per keep group of the finished shards (`outcomes` with rows): their run keys, best first (clean validation
+    accuracy, then the lowest seed)."""
     groups: dict[tuple, list[tuple[float, int, str]]] = {}
     for outcome in outcomes:
         clean = [r for r in outcome.rows if r.get("evaluator") == "clean"]
         if clean:
             groups.setdefault(group_of(clean[0]), []).append(
                 (-validation_accuracy(clean), int(clean[0].get("seed", 0)), outcome.key))
-    return {group: (ranked[0][2], [key for _, _, key in ranked[1:]])
-            for group, ranked in ((g, sorted(runs)) for g, runs in groups.items())}
+    return {group: [key for _, _, key in sorted(runs)] for group, runs in groups.items()}
 
 
 def apply_keep_policy(results_dir: Path, outcomes: list[Any], policy: str) -> str:
@@ -56,13 +56,13 @@ def apply_keep_policy(results_dir: Path, outcomes: list[Any], policy: str) -> st
     if unfinished:
         return (f"clbench: --keep-models best keeps every model until the sweep's {len(unfinished)} unfinished "
                 "shard(s) end (the best run of a group may be among them); run the sweep again then")
-    best = best_per_group(outcomes)
+    best = ranked_per_group(outcomes)
     dropped, freed, busy = 0, 0, 0
-    for group, (kept, others) in best.items():
-        for key in others:
+    for ranked in best.values():  # the best run that still has its model is kept (an earlier sweep may have
+        with_model = [key for key in ranked if modelfile.has_model(Path(results_dir) / key)]  # dropped another's)
+        kept = with_model[0] if with_model else ""
+        for key in with_model[1:]:
             run_dir = Path(results_dir) / key
-            if not modelfile.has_model(run_dir):
-                continue
             try:
                 claim = lease.acquire(run_dir)
             except lease.Held:  # another runner is at this run (e.g. retraining it): leave its model alone

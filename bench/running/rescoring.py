@@ -27,8 +27,9 @@ def check_scorable(runs: list[Path]) -> None:
     if modelless:
         more = f" and {len(modelless) - 5} more" if len(modelless) > 5 else ""
         why = modelfile.why_gone(modelless[0]) or "never saved (--keep-models none or --no-save-model)"
+        keep = modelfile.KEEP if why.startswith(("not kept", "never saved")) else ""
         raise BenchError(f"run(s) without a saved model: {', '.join(r.name for r in modelless[:5])}{more} (the first: "
-                         f"{why}); {modelfile.RETRAIN}{modelfile.KEEP}, or leave them out")
+                         f"{why}); {modelfile.RETRAIN}{keep}, or leave them out")
 
 
 def rescore(runs: list[Path], evaluators: list[Evaluator], request: ShardRequest, device: Any,

@@ -218,6 +218,7 @@ def train_and_evaluate(spec: RunSpec, data: TextData, run_dir: Path, device_name
             "compiled": trained.compiled, "length_bucket": trained.bucket,  # speed settings: not in the run key
             "cuda_graphs": trained.cuda_graphs,  # "on", or "off: <why>" (bench.training.graphs.graphs_decision)
             "deterministic": int(trained.deterministic),  # 1: deterministic kernels (a CPU, or --deterministic)
+            "model_dtype": dtype if keeps else "",  # the stored model's weights (float16: the run's model is rounded)
             "texts_cut": sum(data.texts_cut.values()),  # texts longer than max_length tokens, cut (bench.data.bounds)
             **data.checks,  # leakage, duplicate rows, conflicting labels in the data as loaded (bench.data.checks)
             **fit.method_fields,  # how the method trained (Method.row_fields, e.g. clld-adaptive's ldm_updates)
@@ -232,8 +233,7 @@ def train_and_evaluate(spec: RunSpec, data: TextData, run_dir: Path, device_name
     save = (lambda: modelfile.save_model(run_dir, method, dtype, stored)) if keeps else None
     runfiles.store_run(run_dir, files, save, rows)
     if not keeps:
-        modelfile.drop_model(run_dir, "not kept: --save-format hf kept the Hugging Face folder hf/ only"
-                             if request.save_model else "not kept (--keep-models none)")
+        modelfile.drop_model(run_dir, modelfile.HF_ONLY if request.save_model else modelfile.NOT_KEPT)
     if tracker:
         tracker.log_final(rows)
     evaluators, left_out = split_for_collapse(spec.key, rows, request, build_evaluators(list(request.evaluators)))
