@@ -226,7 +226,11 @@ def test_float16_model_is_a_safetensors_file_read_back_widened_into_float32(tmp_
     assert modelfile.has_model(run_dir) and modelfile.stored_dtype(run_dir) == "float16"
     assert not zipfile.is_zipfile(path) and runfiles.safetensors_problem(path) == ""
     with safe_open(path, framework="pt") as handle:
-        assert json.loads(handle.metadata()["about"]) == {"why": "test"}
+        assert json.loads(handle.metadata()["clbench"]) == {"dtype": "float16", "why": "test"}
+    first = path.read_bytes()
+    modelfile.save_model(run_dir, toy, "float16", {"why": "test", "more": 1, "and": [2]})
+    modelfile.save_model(run_dir, toy, "float16", {"why": "test"})
+    assert path.read_bytes() == first  # the same weights, the same bytes (metadata order included)
     state = modelfile.read_state(run_dir)
     assert set(state) == {"encoder.weight", "encoder.steps", "head.weight", "head.bias"}
     assert state["encoder.weight"].dtype == torch.float16 and state["encoder.steps"].dtype == torch.int64
@@ -348,6 +352,22 @@ def test_require_model_gives_no_keep_models_hint_for_an_hf_only_save_format(tmp_
 
 
 # ------------------------------------------------------------------------------------------------ run files
+
+def test_gzip_json_lines_of_the_same_rows_are_the_same_bytes(tmp_path, monkeypatch):
+    """Catches: gzip's header holding the time of writing or the temporary file's name, so that a rerun of the
+    same run writes other bytes (its predictions then hash differently)."""
+    import gzip
+
+    from bench.results import atomic
+
+    clock = iter([1_000_000_000.0, 1_000_000_500.0])
+    monkeypatch.setattr(gzip.time, "time", lambda: next(clock))
+    rows = [{"id": "1", "text": "é"}, {"id": "2"}]
+    atomic.write_jsonl_gz(tmp_path / "a.jsonl.gz", rows)
+    atomic.write_jsonl_gz(tmp_path / "b.jsonl.gz", rows)
+    assert (tmp_path / "a.jsonl.gz").read_bytes() == (tmp_path / "b.jsonl.gz").read_bytes()
+    assert runfiles.read_jsonl_gz(tmp_path, "a.jsonl.gz") == rows
+
 
 def test_write_bytes_records_the_file_and_a_changed_byte_is_damage(tmp_path):
     """Catches: write_bytes not recording the file in the manifest (its damage would go unseen)."""
@@ -647,7 +667,7 @@ def test_kept_model_is_the_rounded_one_the_run_evaluated(swept, cli):
         assert about["dtype"] == modelfile.stored_dtype(run_dir) == (
             "float16" if agreement >= precision.HALF_AGREEMENT else "float32")
         with safe_open(run_dir / MODEL, framework="pt") as handle:
-            assert json.loads(handle.metadata()["about"]) == about
+            assert json.loads(handle.metadata()["clbench"]) == about
         dtypes.append(about["dtype"])
     assert "float16" in dtypes  # the tiny runs agree fully once rounded
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import gzip
+import io
 import json
 import os
 import shutil
@@ -78,10 +79,14 @@ def write_json(path: Path, data: Any, run_dir: Path | None = None) -> None:
 
 
 def write_jsonl_gz(path: Path, rows: list[dict[str, Any]], run_dir: Path | None = None) -> None:
-    """Write gzip JSON Lines atomically."""
-    with atomic_path(path, run_dir) as tmp, gzip.open(tmp, "wt", encoding="utf-8") as f:
+    """Write gzip JSON Lines atomically; the same rows give the same bytes (no time or file name in the header)."""
+    with atomic_path(path, run_dir) as tmp, open(tmp, "wb") as raw, \
+            gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0) as packed:
+        text = io.TextIOWrapper(packed, encoding="utf-8")
         for row in rows:
-            f.write(json.dumps(row, ensure_ascii=False, default=_jsonable) + "\n")
+            text.write(json.dumps(row, ensure_ascii=False, default=_jsonable) + "\n")
+        text.flush()
+        text.detach()
 
 
 def remove_temporaries(folder: Path, name: str = "*") -> None:

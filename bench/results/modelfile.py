@@ -43,7 +43,8 @@ def model_state(method: Any) -> dict[str, Any]:
 
 def save_model(run_dir: Path, method: Any, dtype: str = "float32", about: dict[str, Any] | None = None) -> None:
     """Store the run's model as model.safetensors with its floating-point weights in `dtype` (float32 or float16),
-    `about` (how that was chosen) in the file's metadata; an older model.pt of the folder is dropped."""
+    `about` (how that was chosen) in the file's metadata (entry `clbench`, JSON); an older model.pt of the folder
+    is dropped. The same weights give the same bytes."""
     import torch
     from safetensors.torch import save
 
@@ -52,7 +53,8 @@ def save_model(run_dir: Path, method: Any, dtype: str = "float32", about: dict[s
     cast = getattr(torch, dtype)
     state = {k: v.detach().to("cpu", cast if v.is_floating_point() else v.dtype, copy=True).contiguous()
              for k, v in model_state(method).items()}
-    metadata = {"format": "pt", "dtype": dtype, "about": json.dumps(about or {}, sort_keys=True)}
+    # one metadata entry: safetensors writes several in hash-map order, so two saves of one model would differ
+    metadata = {"clbench": json.dumps({"dtype": dtype, **(about or {})}, sort_keys=True)}
     runfiles.write_bytes(run_dir, MODEL, save(state, metadata=metadata))
     if (Path(run_dir) / LEGACY_MODEL).exists():
         runfiles.forget(run_dir, LEGACY_MODEL)
@@ -82,7 +84,7 @@ def stored_dtype(run_dir: Path) -> str:
     from safetensors import safe_open
 
     with safe_open(Path(run_dir) / MODEL, framework="pt") as handle:
-        return str((handle.metadata() or {}).get("dtype", "float32"))
+        return str(json.loads((handle.metadata() or {}).get("clbench", "{}")).get("dtype", "float32"))
 
 
 def load_model(run_dir: Path, method: Any) -> None:
