@@ -13,7 +13,7 @@ from conftest import ROOT
 
 README = ROOT / "README.md"
 PAGES = [README, *sorted((ROOT / "docs").glob("*.md"))]
-MAX_README_LINES = 350
+MAX_README_LINES = 250
 COMMANDS = "run|report|results|status|evaluate|plot|list|doctor"
 
 
@@ -21,9 +21,17 @@ def demo_card() -> dict:
     return yaml.safe_load((ROOT / "datasets" / "demo.yaml").read_text(encoding="utf-8"))
 
 
-def test_readme_is_a_front_door_of_at_most_350_lines():
+def test_readme_is_a_front_door_of_at_most_250_lines():
     lines = README.read_text(encoding="utf-8").splitlines()
     assert len(lines) <= MAX_README_LINES, f"README.md has {len(lines)} lines: move reference material to docs/"
+
+
+def test_install_starts_in_a_virtual_environment_and_names_the_clbench_folder_trap():
+    """A first hour's friction (issue 56): the install section says how to make a virtual environment, and that a
+    folder named clbench beside one's own scripts hides the module."""
+    install = README.read_text(encoding="utf-8").split("## Install", 1)[1].split("\n## ", 1)[0]
+    assert "python -m venv .venv" in install and ". .venv/bin/activate" in install
+    assert "folder named `clbench`" in install
 
 
 def test_every_relative_link_resolves():
