@@ -66,7 +66,8 @@ def remove_cache_folder() -> None:
 def build_method(name: str, bundle: EncoderBundle, data: TextData, texts: list[str], bucket: int,
                  max_width: int) -> Method:
     """Method `name` with its default knobs (clld-static: the first two labels as its confusable pair) on the
-    encoder, prepared as a shard prepares it (augmented views padded like the Trainer's batches)."""
+    encoder, prepared as a shard prepares it (augmented views padded like the Trainer's batches) and at the start
+    of its first epoch."""
     from bench.spec import method_config
 
     knobs = {"clld-static": {"pairs": ((data.label_names[0], data.label_names[1]),)}}
@@ -75,6 +76,7 @@ def build_method(name: str, bundle: EncoderBundle, data: TextData, texts: list[s
     folder = cache_folder()
     method.prepare(PrepareContext(texts, data.label_names, bundle, 0, folder, folder, bucket=bucket,
                                   max_width=max_width))
+    method.on_epoch_start(0)  # as the Trainer does before an epoch's batches (mirror-bert draws its views here)
     return method
 
 

@@ -118,6 +118,10 @@ class Method(nn.Module):
     def prepare(self, context: PrepareContext) -> None:
         """Called once before training (e.g. to build augmented views of the training texts)."""
 
+    def on_epoch_start(self, epoch: int) -> None:
+        """Called before the training batches of each epoch (0-based; a resumed run starts at the epoch it resumes
+        at), before any of its batches is collated (e.g. to draw that epoch's augmented views)."""
+
     def on_step_end(self, progress: Progress) -> None:
         """Called after every optimiser step."""
 

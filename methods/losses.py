@@ -17,6 +17,8 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 __all__ = [
+    "info_nce",
+    "nt_xent",
     "clld_loss",
     "supcon_loss",
     "lcl_loss",
@@ -69,6 +71,36 @@ def _mean_over_anchors(per_anchor: Tensor, has_positive: Tensor) -> Tensor:
     """Mean of `per_anchor` over anchors with a positive; 0 (still on the graph) when there is none."""
     kept = torch.where(has_positive, per_anchor, torch.zeros_like(per_anchor))
     return kept.sum() / has_positive.sum().clamp_min(1).to(per_anchor.dtype)
+
+
+@_in_float32
+def info_nce(anchors: Tensor, positives: Tensor, tau: float = 0.05) -> Tensor:
+    """SimCSE's objective (princeton-nlp/SimCSE `cl_forward`): cross-entropy over cos(anchor_i, positive_j) / tau
+    with row i's own positive as its target, so the other rows' positives are its negatives (one direction:
+    anchors are never candidates). Labels play no part; a batch of one gives 0."""
+    if anchors.dim() != 2 or anchors.shape != positives.shape:
+        raise ValueError(f"anchors and positives must be (rows, features) alike, got {tuple(anchors.shape)} and "
+                         f"{tuple(positives.shape)}")
+    anchors, positives = anchors.float(), positives.float()
+    similarity = F.cosine_similarity(anchors.unsqueeze(1), positives.unsqueeze(0), dim=-1) / tau
+    return F.cross_entropy(similarity, torch.arange(anchors.shape[0], device=anchors.device))
+
+
+@_in_float32
+def nt_xent(first: Tensor, second: Tensor, tau: float = 0.04) -> Tensor:
+    """Mirror-BERT's objective (cambridgeltl/mirror-bert: pytorch-metric-learning's NTXentLoss over both views,
+    labelled by the text's position): each of the 2M vectors is an anchor whose positive is its other view and
+    whose negatives are the other 2M - 2 vectors, on cosine similarity / tau; the mean over the 2M anchors.
+    Labels play no part (a text repeated in the batch is a negative); a batch of one gives 0."""
+    if first.dim() != 2 or first.shape != second.shape:
+        raise ValueError(f"the two views must be (rows, features) alike, got {tuple(first.shape)} and "
+                         f"{tuple(second.shape)}")
+    rows = first.shape[0]
+    z = F.normalize(torch.cat([first, second]).float(), dim=-1, eps=_NORM_FLOOR)
+    self_pairs = torch.eye(2 * rows, dtype=torch.bool, device=z.device)
+    similarity = (z @ z.T / tau).masked_fill(self_pairs, float("-inf"))
+    partner = torch.arange(2 * rows, device=z.device).roll(rows)
+    return F.cross_entropy(similarity, partner)
 
 
 @_in_float32

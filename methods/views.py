@@ -19,7 +19,10 @@ ROW_KEYS = ("input_ids", "attention_mask")  # what the encoder reads of a batch 
 
 
 def projection_head(kind: str, dim: int) -> nn.Module:
-    """`mlp` = Linear(d,d)-ReLU-Linear(d,d), `linear` = Linear(d,d), `none` = identity."""
+    """`mlp` = Linear(d,d)-ReLU-Linear(d,d), `linear` = Linear(d,d), `tanh` = Linear(d,d)-Tanh (SimCSE's MLP, as
+    BERT's pooler), `none` = identity."""
+    if kind == "tanh":
+        return nn.Sequential(nn.Linear(dim, dim), nn.Tanh())
     if kind == "mlp":
         return nn.Sequential(nn.Linear(dim, dim), nn.ReLU(), nn.Linear(dim, dim))
     if kind == "linear":

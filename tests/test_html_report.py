@@ -345,7 +345,7 @@ def test_the_page_ranks_methods_with_their_cost_datasets_and_links(tmp_path, mon
 def test_method_links_are_relative_and_name_real_sections(tmp_path):
     headings = [line[3:] for line in METHODS_DOC.read_text(encoding="utf-8").splitlines() if line.startswith("## ")]
     assert github_anchor("4. clld-static / clld-adaptive") == "4-clld-static--clld-adaptive"
-    for method in ("ce", "cl", "clld-static", "clld-adaptive", "supcon", "lcl", "cline", "dcl"):
+    for method in ("ce", "cl", "clld-static", "clld-adaptive", "supcon", "lcl", "cline", "dcl", "simcse", "mirror-bert"):
         href = method_href(method, REPORTS)
         assert href.startswith("../docs/METHODS.md#") and href.split("#")[1] in map(github_anchor, headings)
     assert method_href("clld-adaptive", METHODS_DOC.parent) == "METHODS.md#4-clld-static--clld-adaptive"

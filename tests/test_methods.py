@@ -20,7 +20,7 @@ from bench.methods.base import PrepareContext, Progress  # (importing `methods` 
 from bench.methods.clld import confused_pairs, static_ldm, target_ldm
 
 CFG = TrainConfig(max_length=32)
-BUILT_IN = ["ce", "cl", "clld-static", "clld-adaptive", "supcon", "lcl", "cline", "dcl"]
+BUILT_IN = ["ce", "cl", "clld-static", "clld-adaptive", "supcon", "lcl", "cline", "dcl", "simcse", "mirror-bert"]
 ALL = list(METHODS)  # every registered method runs end to end below, a newly added one included
 KNOBS = {"clld-static": {"pairs": (("food", "sport"),)}}
 

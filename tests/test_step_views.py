@@ -235,6 +235,7 @@ def test_a_training_step_is_pure_device_work_on_the_batch(tiny, name, knobs):
     trainer, train = setup(tiny, name, **knobs)
     optimizer = trainer.optimizer(fused=True)  # as on a GPU (the CPU's default AdamW reads its step counts)
     trainer.method.train()
+    trainer.method.on_epoch_start(0)  # as Trainer.train_epoch does before collating (mirror-bert draws its views)
     index = length_grouped_batches(train.lengths, 4, np.random.default_rng(0))[0]
     batch = trainer.batch(train, index)
     assert set(BASE_KEYS) <= set(batch)

@@ -52,6 +52,7 @@ class EncoderBundle:
     min_length: int = 1
     info: dict[str, Any] = field(default_factory=dict)
     tokenize_words: Callable[[list[list[str]]], tuple[list[list[int]], list[list[int]]]] | None = None
+    mask_token: str = "[MASK]"  # the tokenizer's mask token as text (RoBERTa: <mask>)
 
 
 def pool(hidden: torch.Tensor, mask: torch.Tensor, pooler_output: torch.Tensor | None, how: str) -> torch.Tensor:
@@ -202,8 +203,8 @@ def load_pretrained(name_or_path: str, cfg: TrainConfig, label: str) -> EncoderB
         info["hub_cache"] = source  # .../models--org--name/snapshots/<revision>
         log.info("encoder %s from the Hugging Face cache: %s", name_or_path, source)
     return EncoderBundle(label, encoder, hf_tokenize(tokenizer, cfg.max_length), tokenizer.pad_token_id or 0,
-                         info=info,
-                         tokenize_words=hf_tokenize_words(tokenizer, cfg.max_length))
+                         info=info, tokenize_words=hf_tokenize_words(tokenizer, cfg.max_length),
+                         mask_token=getattr(tokenizer, "mask_token", None) or "[MASK]")
 
 
 def build_encoder(name: str, train_texts: list[str], cfg: TrainConfig) -> EncoderBundle:

@@ -33,6 +33,8 @@ CE_WEIGHTED = {"ce": ce_weight, "contrastive": contrast_weight}
 WEIGHTS: dict[str, dict[str, Callable[[Knobs], float]]] = {
     "ce": {"ce": lambda k: 1.0},
     "supcon": {"ce": lambda k: 1.0 - float(k["lambda_"]), "supcon": lambda k: float(k["lambda_"])},
+    "simcse": {"ce": lambda k: 1.0 - float(k["lambda_"]), "simcse": lambda k: float(k["lambda_"])},
+    "mirror-bert": {"ce": lambda k: 1.0 - float(k["lambda_"]), "mirror": lambda k: float(k["lambda_"])},
     "cl": CE_WEIGHTED, "clld-static": CE_WEIGHTED, "clld-adaptive": CE_WEIGHTED,
     "lcl": {"ce": ce_weight, "lcl": contrast_weight, "ce_helper": ce_weight},
     "dcl": {"ce": lambda k: 1.0, "align": lambda k: float(k["lambda_"])},

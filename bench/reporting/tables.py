@@ -24,7 +24,7 @@ from bench.reporting.papers import PAPER_MAP, card_papers, encoder_family, paper
 from bench.reporting.resultsview import as_text
 from bench.reporting.verdicts import VerdictSettings
 
-METHOD_ORDER = ("ce", "cl", "clld-static", "clld-adaptive", "supcon", "lcl", "cline", "dcl")
+METHOD_ORDER = ("ce", "cl", "clld-static", "clld-adaptive", "supcon", "lcl", "cline", "dcl", "simcse", "mirror-bert")
 ABLATION_METHODS = ("ce", "cl", "clld-static", "clld-adaptive")
 CELL = ["dataset", "encoder", "method"]  # the rows averaged into one cell, over seeds
 

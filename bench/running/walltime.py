@@ -11,7 +11,7 @@ from bench.spec import RunSpec
 # Encoder passes a method inherently needs per example, counting a forward+backward pass as 1 and a
 # forward-only pass (a no-grad target network) as 1/3.
 INHERENT_PASSES = {"ce": 1.0, "cl": 2.0, "clld-static": 2.0, "clld-adaptive": 2.0, "supcon": 1.0, "lcl": 4.0,
-                   "cline": 3.0, "dcl": 2.0 + 2.0 / 3.0}
+                   "cline": 3.0, "dcl": 2.0 + 2.0 / 3.0, "simcse": 2.0, "mirror-bert": 2.0}
 
 
 def validations_per_epoch(method_config: dict[str, Any]) -> int:

@@ -220,6 +220,7 @@ class Trainer:
         the last is the end-of-epoch one that `fit` runs.
         """
         self.method.train()
+        self.method.on_epoch_start(epoch)
         rng = np.random.default_rng([self.seed, epoch])
         batches = length_grouped_batches(train.lengths, self.cfg.batch_size, rng)
         evals = max(1, int(getattr(self.method, "evaluations_per_epoch", 1))) if val is not None else 1
