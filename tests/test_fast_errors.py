@@ -201,8 +201,9 @@ def light_cases(tmp_path: Path) -> dict[str, tuple[list[str], str]]:
     (tmp_path / "MYDATA" / "sst2").mkdir(parents=True)
     return {
         "unknown-method": (["--methods", "supcom"], "unknown method 'supcom'. Did you mean 'supcon'? Known methods: "
-                                                    "ce, cl, cline, clld, clld-adaptive, clld-static, dcl, lcl, "
-                                                    "runtime-test, supcon"),
+                                                    "Mirror-BERT, SimCSE, ce, cl, cline, clld, clld-adaptive, "
+                                                    "clld-static, dcl, lcl, mirror-bert, mirrorbert, runtime-test, "
+                                                    "simcse, supcon"),
         "unknown-knob": (["--set", "clld.tauu=3"], "method 'clld-adaptive' has no setting 'tauu' (did you mean "
                                                    "clld.tau?); its settings: tau, ce_weight, projection, "
                                                    "update_every, evals_per_epoch, warmup_fraction, min_updates"),

@@ -22,7 +22,8 @@ from conftest import FAST
 from test_report import write_run
 
 BUSY = "clbench: this machine is busy"
-TIMINGS = {"build_seconds", "tokenize_seconds", "train_seconds", "test_seconds", "wall_seconds", "finished_at",
+TIMINGS = {"build_seconds", "tokenize_seconds", "train_seconds", "test_seconds", "half_check_seconds", "wall_seconds",
+           "finished_at",
            "load_avg_1m", "load_avg_end"}  # row fields that may differ between two runs of one command: when, how fast
 
 
