@@ -22,6 +22,11 @@ HALF_AGREEMENT = 0.995  # the share of test items whose prediction must survive 
 FLOAT16_MAX = 65504.0  # the largest finite float16: a weight beyond it keeps the model in float32
 
 
+def half_kept(agreement: float | None) -> bool:
+    """Whether float16 weights that predict the same on this share of test items are kept (None: they do not fit)."""
+    return agreement is not None and agreement >= HALF_AGREEMENT
+
+
 def round_to_half(trainer: Any, method: Any, test: Any, logits: np.ndarray) -> tuple[float | None, np.ndarray]:
     """Round every weight the model file stores to float16 (in place, kept as float32 values) and predict the test
     split (`test`, encoded) again: (the share of items whose predicted class is unchanged, the test logits of the
@@ -36,7 +41,7 @@ def round_to_half(trainer: Any, method: Any, test: Any, logits: np.ndarray) -> t
             t.copy_(t.half())
         rounded = trainer.require_finite_outputs(trainer.predict(test), "test")
         agreement = float((rounded.argmax(1) == logits.argmax(1)).mean()) if len(logits) else 1.0
-        if agreement >= HALF_AGREEMENT:
+        if half_kept(agreement):
             return agreement, rounded
         for t, original in zip(tensors, originals):
             t.copy_(original)
@@ -47,7 +52,7 @@ def storage(agreement: float | None, precision: str = "auto") -> tuple[str, dict
     """The dtype to store a model in and what decided it (for the file's metadata and train_log.json)."""
     if precision not in PRECISIONS:
         raise ValueError(f"--model-precision is {' or '.join(PRECISIONS)}, got {precision!r}")
-    half = precision == "auto" and agreement is not None and agreement >= HALF_AGREEMENT
+    half = precision == "auto" and half_kept(agreement)
     why = ("asked for (--model-precision float32)" if precision == "float32" else
            "a weight is beyond float16's range" if agreement is None else
            f"float16 predicts the same on {100 * agreement:.2f}% of test items "
