@@ -231,9 +231,10 @@ def compare(results: pd.DataFrame, baseline: str = "ce", results_dir: PathLike |
 
 def table(results: pd.DataFrame, kind: str = "paper-ii", baseline: str = "ce", results_dir: PathLike | None = None,
           bootstrap: int | None = None, include_collapsed: bool = False) -> pd.DataFrame:
-    """A table of `clbench report --table KIND` (paper-ii, ablation, robustness, compare, vs-paper) as the
-    command prints it: one row per table row, one column per table column, each cell's text; `attrs` carries the
-    title and notes. `baseline`, `results_dir` and `bootstrap` matter to compare (see `compare`)."""
+    """A table of `clbench report --table KIND` (paper-ii, accuracy, ablation, robustness, compare, vs-paper,
+    ranking) as the command prints it: one row per table row, one column per table column, each cell's text;
+    `attrs` carries the title and notes. `baseline` matters to compare; `results_dir` and `bootstrap` to compare
+    and accuracy, which read test predictions (see `compare`)."""
     import pandas as pd
 
     from bench.reporting.render import cell_text, grid
@@ -255,8 +256,8 @@ def report_cells(kind: str, results: pd.DataFrame, baseline: str, results_dir: P
 
     resamples = bootstrap_resamples(bootstrap)
     source = results_dir if results_dir is not None else results.attrs.get(RESULTS_DIR)
-    if kind == "compare" and source is None:
-        raise BenchError("compare reads the runs' test predictions: pass results_dir= (the folder the rows came "
+    if kind in ("compare", "accuracy") and source is None:
+        raise BenchError(f"{kind} reads the runs' test predictions: pass results_dir= (the folder the rows came "
                          "from)")
     frame = flag_runs(results)
     for line in report_warnings([kind], frame, include_collapsed):

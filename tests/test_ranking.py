@@ -74,6 +74,11 @@ def test_identical_methods_are_not_significantly_different():
              for i, block in enumerate(BLOCKS)}                    # each method first on two blocks
     result = ranking.rank_blocks(rows(noisy))
     assert result.p > 0.05 and len(result.groups) == 1
+    caption = [t.get_text() for t in ranking.cd_plot(result).figure.texts]  # the figure alone says no order
+    assert caption == [f"Friedman p = {result.p:.3f} over 6 blocks (dataset × regime × encoder); CD = "
+                       f"{result.cd:.2f} (Nemenyi, α = 0.05)\np ≥ 0.05: no difference shown, the order is not "
+                       "evidence"]
+    assert not ranking.cd_caption(0.01, 1.2, 6).endswith("evidence")
 
 
 def test_the_formulas_equal_autorank():

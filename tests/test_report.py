@@ -278,6 +278,12 @@ def test_vs_paper_gaps_and_encoder_notes(folder):
     assert cells_of(table)[("mr bert-base-uncased · clld_table2 bert", "note")]["text"] == \
         "same encoder family (BERT)"
     assert "left out: mr dcl_table1_glue bert+da" in table.attrs["notes"][-1]
+    frame = load_results(folder)
+    frame["dataset"] = frame["dataset"] + "[n=100]"  # a data regime: the cards' full-data numbers do not compare
+    with pytest.raises(BenchError, match=r"no published numbers .* mr\[n=100\], trec\[n=100\]; cards with numbers: "
+                       r"mr; the cards' numbers are for the full training sets, so none is comparable with a data "
+                       r"regime \(mr\[n=100\]\): compare runs made without --train-size"):
+        tables.vs_paper(frame, papers)
 
 
 # ----------------------------------------------------------------------------------------------- statistics

@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     import pandas as pd
     from bench.reporting.verdicts import VerdictSettings
 
-TABLES = ("paper-ii", "ablation", "robustness", "compare", "vs-paper", "ranking")
+TABLES = ("paper-ii", "accuracy", "ablation", "robustness", "compare", "vs-paper", "ranking")
 DEFAULT_TABLE = "paper-ii"
 SHOWN_COLUMNS = ("dataset", "encoder", "method", "seed", "evaluator", "eval_hash", "split", "metric", "label",
                  "test", "capability", "value", "n", "note")
@@ -303,10 +303,17 @@ def table_cells(name: str, frame: pd.DataFrame, source: Path, baseline: str = "c
         from bench.reporting.ranking import ranking_table
 
         return with_provenance(name, ranking_table(frame, include), frame, include)
-    if name == "compare":
-        baseline = canonical_method(baseline, set(frame["method"]))
+    if name in ("compare", "accuracy"):
         keys = tables.clean_accuracy(split_runs(frame, include=include).kept)["run_key"].unique()
         frame, predictions = stats.readable_predictions(frame, source, keys)
+    if name == "accuracy":
+        from bench.reporting.accuracytable import accuracy_table
+
+        cells = accuracy_table(frame, predictions, bootstrap_resamples(resamples), include_collapsed=include,
+                               settings=settings or VerdictSettings())
+        return with_provenance(name, cells, frame, include)
+    if name == "compare":
+        baseline = canonical_method(baseline, set(frame["method"]))
         cells = tables.compare(frame, predictions, baseline, bootstrap_resamples(resamples),
                                include_collapsed=include, settings=settings or VerdictSettings())
         cells.attrs["baseline"] = baseline

@@ -39,6 +39,19 @@ def card_papers() -> dict[str, dict[str, Any]]:
     return {name: dict(card.paper) for name, card in DATASETS.items() if card.paper}
 
 
+def nothing_published(datasets: list[str], papers: dict[str, Any]) -> str:
+    """The error when no dataset of the selection has published numbers. The cards' numbers are for the full
+    training sets, so a data regime (`sst2[n=100]`, bench.spec.regime_label) of a dataset that has some is said to
+    have none comparable."""
+    text = (f"no published numbers in the dataset cards of {', '.join(datasets)}; cards with numbers: "
+            f"{', '.join(sorted(papers)) or '(none)'}")
+    regimes = [d for d in datasets if "[" in d and papers.get(d.split("[", 1)[0])]
+    if regimes:
+        text += (f"; the cards' numbers are for the full training sets, so none is comparable with a data regime "
+                 f"({', '.join(regimes)}): compare runs made without --train-size, --shots or --label-noise")
+    return text
+
+
 def paper_note(encoder: str, family: str, paper_family: str, source: str) -> str:
     """Whether our encoder matches the paper's, plus any caveat of the source."""
     paper_name = FAMILY_NAMES.get(paper_family, paper_family)

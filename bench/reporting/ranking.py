@@ -48,6 +48,7 @@ MIN_BLOCKS = 3  # the Friedman test over fewer blocks says nothing
 MIN_METHODS = 3  # the Friedman test compares three or more methods (two: `--table compare`)
 AUTORANK_MIN_BLOCKS = 5  # autorank refuses fewer rows
 CD_WIDTH = 6.0  # inches: autorank's CD diagram draws in a box of this width
+CAPTION_HEIGHT = 0.4  # inches under the diagram for its caption (cd_caption)
 BLOCKS = "dataset × regime × encoder"
 REFERENCE = "Demšar 2006, JMLR 7:1-30"
 
@@ -272,6 +273,13 @@ def cd_height(methods: int, bars: int) -> float:
     return 0.65 + (methods + 1) / 2 * 0.2 + max(0.4, 0.4 + (bars - 1) * 0.1)
 
 
+def cd_caption(p: float, cd: float, blocks: int) -> str:
+    """The line under the PNG/PDF diagram: the Friedman test it rests on, so that the figure alone is not read as
+    an order where the test shows none."""
+    text = f"Friedman p = {p:.3f} over {blocks} blocks ({BLOCKS}); CD = {cd:.2f} (Nemenyi, α = {ALPHA:g})"
+    return text + ("\np ≥ 0.05: no difference shown, the order is not evidence" if p >= ALPHA else "")
+
+
 def cd_plot(ranking: Ranking, filters: list[str] | None = None) -> Plot:
     """The critical-difference diagram (autorank's `plot_stats`; `ranking-cd[-<filters>]`): the mean-rank axis
     (best on the right), each method at its mean rank, the CD as a scale bar, and a bar joining the methods the
@@ -295,11 +303,14 @@ def cd_figure(mean_ranks: dict[str, float], p: float, cd: float, groups: list[li
     fields.update(rankdf=pd.DataFrame({"meanrank": pd.Series(mean_ranks)}), pvalue=p, cd=cd, omnibus="friedman",
                   posthoc="nemenyi", alpha=ALPHA, num_samples=blocks, force_mode="nonparametric")
     bars = sum(len(g) > 1 for g in groups)
-    figure = Figure(figsize=(CD_WIDTH, cd_height(len(mean_ranks), bars)))
+    height = cd_height(len(mean_ranks), bars)
+    figure = Figure(figsize=(CD_WIDTH, height + CAPTION_HEIGHT))
     FigureCanvasAgg(figure)
-    axes = figure.add_axes((0, 0, 1, 1))
+    below = CAPTION_HEIGHT / (height + CAPTION_HEIGHT)  # the caption's share of the height, under the diagram
+    axes = figure.add_axes((0, below, 1, 1 - below))
     with quiet():
         plot_stats(RankResult(**fields), allow_insignificant=True, ax=axes)
+    figure.text(0.5, below / 2, cd_caption(p, cd, blocks), ha="center", va="center", fontsize=7)
     slug = filters_slug(filters)
     return Plot(f"ranking-cd{'-' + slug if slug else ''}", figure, pd.Series(mean_ranks))
 

@@ -20,7 +20,8 @@ from bench.errors import BenchError
 from bench.reporting.cellframes import DIGITS, MISSING, format_p, make_table, mark_best, text_cell, value_cell
 from bench.reporting.collapsed import MARK, split_runs
 from bench.reporting.evalsettings import settings_labels, settings_notes
-from bench.reporting.papers import PAPER_MAP, card_papers, encoder_family, paper_cells, paper_note
+from bench.reporting.papers import (PAPER_MAP, card_papers, encoder_family, nothing_published, paper_cells,
+                                   paper_note)
 from bench.reporting.resultsview import as_text
 from bench.reporting.verdicts import VerdictSettings
 
@@ -372,9 +373,7 @@ def vs_paper(frame: pd.DataFrame, papers: Mapping[str, Mapping[str, Any]] | None
     values = accuracy.groupby(["dataset", "encoder", "method"])["value"].apply(list).to_dict()
     datasets = sorted(d for d in accuracy["dataset"].unique() if papers.get(d))
     if not datasets:
-        ours = ", ".join(sorted(accuracy["dataset"].unique()))
-        raise BenchError(f"no published numbers in the dataset cards of {ours}; cards with numbers: "
-                         f"{', '.join(sorted(papers)) or '(none)'}")
+        raise BenchError(nothing_published(sorted(accuracy["dataset"].unique()), papers))
     cells, unmapped = [], []
     for dataset in datasets:
         for source, entries in sorted(papers[dataset].items()):
