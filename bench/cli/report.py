@@ -57,6 +57,9 @@ def add_results_parser(sub: argparse._SubParsersAction, common: argparse.Argumen
                              "folder's "
                              "reports folder: ./reports for ./results, reports-NAME for NAME; "
                              "the format follows the suffix when --export is not given)")
+    parser.add_argument("--archive", default=None, metavar="OUT.tar.xz",
+                        help="pack the (filtered) finished runs into one archive to share: no models, checkpoints "
+                             "or leases; unpacked, it verifies clean and every table reads it")
     return parser
 
 
@@ -144,6 +147,8 @@ def cmd_results(args: argparse.Namespace) -> int:
     if asked_for(args.filters):  # a filter on `collapsed` keeps or drops each run whole (evaluator rows lack it)
         frame = flag_runs(frame)
     frame = apply_filters(frame, args.filters)
+    if args.archive:
+        return archive_runs(args, frame)
     fmt = args.export
     if fmt is None and args.output:
         fmt = {".csv": "csv", ".parquet": "parquet"}.get(Path(args.output).suffix.lower())
@@ -229,6 +234,26 @@ def cmd_report(args: argparse.Namespace) -> int:
         print(f"clbench: wrote {path}", file=sys.stderr)
     for path in figures:
         print(f"clbench: wrote {path}", file=sys.stderr)
+    return 0
+
+
+def archive_runs(args: argparse.Namespace, frame: pd.DataFrame) -> int:
+    """`clbench results --archive OUT.tar.xz`: the runs of `frame` (filtered rows) packed by bench.results.archive."""
+    from bench.results.archive import pack
+
+    path = Path(args.archive)
+    if not path.name.endswith(".tar.xz") or args.export or args.output or args.long:
+        raise BenchError(f"--archive {args.archive}: give a file name ending in .tar.xz, without --export, --output "
+                         "or --long")
+    check_output_folder(path.parent, "archive folder", "--archive")
+    keys = sorted(set(frame["run_key"].astype(str))) if "run_key" in frame else []
+    if not keys:
+        raise BenchError("no finished run to archive in the selection; loosen --filter")
+    skipped = pack([results_dir(args) / key for key in keys], path)
+    for line in skipped:
+        print(f"warning: {line}", file=sys.stderr)
+    print(f"clbench: wrote {len(keys) - len(skipped)} run(s) to {path} ({path.stat().st_size:,} bytes)",
+          file=sys.stderr)
     return 0
 
 
