@@ -134,6 +134,9 @@ def test_compare_needs_the_folder_of_rows_it_cannot_place(sweep):
     with pytest.raises(BenchError, match="pass results_dir="):
         clbench.compare(bare)
     assert len(clbench.compare(bare, results_dir=results, bootstrap=50)) == 1
+    with pytest.raises(BenchError, match="accuracy reads the runs' test predictions: pass results_dir="):
+        clbench.table(bare, "accuracy")
+    assert clbench.table(bare, "accuracy", results_dir=results, bootstrap=50).index.name == "method"
     with pytest.raises(BenchError, match="unknown table 'best'"):
         clbench.table(rows, "best")
     with pytest.raises(BenchError, match="--bootstrap must be >= 1"):
