@@ -66,7 +66,7 @@ def run(methods: Names | None = None, datasets: Names | None = None, encoder: Na
                          "read them with clbench.load_results")
     quiet_transformers()
     outcomes = execute_sweep(plan_sweep(opts), opts)
-    kept = apply_keep_policy(opts.results_dir, outcomes, opts.request.keep_models if opts.request else "all")
+    kept = apply_keep_policy(opts.results_dir, outcomes, opts.keep_models)
     if kept:  # --keep-models best dropped the other runs' models
         warnings.warn(kept.removeprefix("clbench: "), stacklevel=2)
     rows, evaluation_rows = outcome_rows(outcomes)

@@ -10,6 +10,7 @@ import shutil
 import subprocess
 import sys
 import zipfile
+from dataclasses import replace
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -753,3 +754,15 @@ def test_evaluate_a_run_whose_model_was_moved_aside_gives_no_keep_models_hint(sw
     code, _, err = cli("evaluate", run_dir.name, "--evaluators", "repr")
     assert code == 2 and "SHA-256 mismatch" in err and "--overwrite" in err
     assert "--keep-models all" not in err
+
+
+def test_run_options_say_the_keep_policy_the_request_holds():
+    """Catches: the command or the API applying `all` to a sweep asked to keep `best` or `none` (both read
+    RunOptions.keep_models)."""
+    from bench.running.options import RunOptions
+    from bench.running.outcome import ShardRequest
+
+    bare = RunOptions(("ce",), ("mr",), ("minilm",), (1,), Path("results"))
+    assert bare.keep_models == "all"  # no request built yet
+    for policy in ("best", "none"):
+        assert replace(bare, request=ShardRequest(keep_models=policy)).keep_models == policy

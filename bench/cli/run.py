@@ -192,7 +192,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     results_dir = opts.results_dir
     shards = plan_sweep(opts)
     announce(opts, [s.spec.method for s in shards], args.evaluators is None)
-    say(disk_line([s.spec for s in shards], opts.request.keep_models))  # a sweep whose models need much disk
+    say(disk_line([s.spec for s in shards], opts.keep_models))  # a sweep whose models need much disk
     planned_keys = [s.spec.key for s in shards]
     if opts.resume or (opts.executor == "slurm" and not opts.overwrite):
         shards = skip_active(shards, results_dir)  # never queue a shard twice
@@ -284,7 +284,7 @@ def conclude(opts: RunOptions, outcomes: list[Any], failed_evaluations: list[Any
     left_out = left_out_line(table_left_out(results_dir), results_dir)  # damaged runs outside this sweep
     if left_out:
         print(f"warning: {left_out}", file=sys.stderr)
-    say(apply_keep_policy(results_dir, outcomes, opts.request.keep_models if opts.request else "all"))
+    say(apply_keep_policy(results_dir, outcomes, opts.keep_models))
     failed = [o for o in outcomes if o.status == "failed"]
     if failed:
         print(f"clbench: {len(failed)} of {len(outcomes)} shard(s) failed:", file=sys.stderr)

@@ -57,3 +57,8 @@ class RunOptions:
         if self.executor == "slurm" and self.slurm is None:
             raise ValueError("executor slurm needs its SlurmOptions")
 
+    @property
+    def keep_models(self) -> str:
+        """The keep policy of the sweep's models (all | best | none: bench.running.keeping); all until `request`
+        is built."""
+        return self.request.keep_models if self.request else "all"
