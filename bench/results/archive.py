@@ -12,7 +12,6 @@ and owners fixed); the archive lands atomically.
 from __future__ import annotations
 
 import gzip
-import hashlib
 import lzma
 import shutil
 import tarfile
@@ -68,8 +67,8 @@ def copy_run(run_dir: Path, copy: Path) -> None:
     for path in sorted(copy.rglob("*.gz")):
         packed = gzip.compress(gzip.decompress(path.read_bytes()), 0, mtime=0)
         path.write_bytes(packed)
-        if record is not None:
-            manifest.record(copy, path, len(packed), hashlib.sha256(packed).hexdigest())
+        if record is not None:  # no modification time: an unpacked file has another, so it is always read
+            manifest.record(copy, path, *manifest.digest_bytes(packed))
     if record is not None:
         for name in sorted(manifest.load(copy)["files"]):
             if not (copy / name).exists():  # weights left out, and anything else listed but not copied
