@@ -8,7 +8,7 @@ import pytest
 from bench.reporting import stats, tables
 from bench.reporting.accuracytable import accuracy_table
 from bench.reporting.resultsview import load_results
-from test_report import bench, cells_of, right, write_run  # noqa: F401  (bench: the CLI fixture)
+from test_report import cells_of, right, write_run
 
 N = 100
 BASES = (70, 74, 78, 80)  # ce's correct items per seed: clearly above chance (50%) on 100 items
@@ -95,9 +95,9 @@ def test_verdict_settings_reach_the_bold_decision(results):
     assert "mr: best mean supcon, not bold: ce inconclusive, lcl inconclusive" in table.attrs["notes"]
 
 
-def test_cli_accuracy_table_writes_its_file(bench, results, tmp_path):  # noqa: F811
+def test_cli_accuracy_table_writes_its_file(cli, results, tmp_path):
     reports = tmp_path / "reports"
-    code, out, err = bench("report", "--table", "accuracy", "--bootstrap", "200", "--results-dir", results,
+    code, out, err = cli("report", "--table", "accuracy", "--bootstrap", "200", "--results-dir", results,
                            "--reports-dir", reports)
     assert code == 0 and "| method | mr | r8 | sst2 | trec |" in out
     assert "| supcon | **90.50 ± 4.43 (4)** |" in out

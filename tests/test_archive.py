@@ -4,29 +4,18 @@ verifies clean and reads as before; a run with a damaged file is named and left 
 
 from __future__ import annotations
 
-import contextlib
 import gzip
 import hashlib
-import io
 import tarfile
 
 import pytest
 
-from bench.cli.main import main
 from bench.errors import BenchError
 from bench.reporting.resultsview import load_results
 from bench.results import manifest
 from bench.results.archive import pack
 from bench.results.verify import verify
 from test_report import right, write_run
-
-
-def clbench(*argv: object) -> tuple[int, str, str]:
-    """Run the CLI in-process: (exit code, stdout, stderr)."""
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        code = main([str(a) for a in argv])
-    return code, out.getvalue(), err.getvalue()
 
 
 @pytest.fixture
@@ -55,10 +44,10 @@ def unpack(archive, into):
     return into
 
 
-def test_an_archive_leaves_weights_out_and_verifies_clean_unpacked(results, tmp_path):
+def test_an_archive_leaves_weights_out_and_verifies_clean_unpacked(results, tmp_path, cli):
     out = tmp_path / "shared" / "runs.tar.xz"
     out.parent.mkdir()
-    code, _, err = clbench("results", "--results-dir", results, "--archive", out)
+    code, _, err = cli("results", "--results-dir", results, "--archive", out)
     assert code == 0 and "wrote 3 run(s)" in err
     with tarfile.open(out) as tar:
         names = tar.getnames()
@@ -79,21 +68,21 @@ def test_an_archive_leaves_weights_out_and_verifies_clean_unpacked(results, tmp_
     assert (results / "ce_mr_minilm_s1_c0" / "model.safetensors").exists()  # the results folder is untouched
 
 
-def test_the_same_runs_give_the_same_bytes_and_filters_choose_runs(results, tmp_path):
+def test_the_same_runs_give_the_same_bytes_and_filters_choose_runs(results, tmp_path, cli):
     first, second = tmp_path / "a.tar.xz", tmp_path / "b.tar.xz"
     for out in (first, second):
-        assert clbench("results", "--results-dir", results, "--archive", out, "--filter", "dataset=mr")[0] == 0
+        assert cli("results", "--results-dir", results, "--archive", out, "--filter", "dataset=mr")[0] == 0
     assert first.read_bytes() == second.read_bytes()
     with tarfile.open(first) as tar:
         runs = {name.split("/")[0] for name in tar.getnames() if name.endswith("/rows.json")}
     assert runs == {"ce_mr_minilm_s1_c0", "supcon_mr_minilm_s1_c0"}
 
 
-def test_a_run_with_a_damaged_file_is_named_and_left_out(results, tmp_path, caplog):
+def test_a_run_with_a_damaged_file_is_named_and_left_out(results, tmp_path, caplog, cli):
     damaged = results / "supcon_mr_minilm_s1_c0" / "predictions.jsonl.gz"
     damaged.write_bytes(damaged.read_bytes()[:-5] + b"xxxxx")
     out = tmp_path / "runs.tar.xz"
-    code, _, err = clbench("results", "--results-dir", results, "--archive", out)
+    code, _, err = cli("results", "--results-dir", results, "--archive", out)
     assert code == 0 and "wrote 2 run(s)" in err  # the results loader names it and leaves it out
     assert "supcon_mr_minilm_s1_c0/predictions.jsonl.gz is damaged" in caplog.text
     with tarfile.open(out) as tar:
@@ -113,9 +102,9 @@ def test_a_run_with_a_damaged_file_is_named_and_left_out(results, tmp_path, capl
     assert not (tmp_path / "none.tar.xz").exists()
 
 
-def test_a_wrong_archive_name_or_option_is_one_clear_error(results, tmp_path):
+def test_a_wrong_archive_name_or_option_is_one_clear_error(results, tmp_path, cli):
     for extra in ([tmp_path / "runs.zip"], [tmp_path / "runs.tar.xz", "--export", "csv"]):
-        code, out, err = clbench("results", "--results-dir", results, "--archive", *extra)
+        code, out, err = cli("results", "--results-dir", results, "--archive", *extra)
         assert code == 2 and out == "" and len(err.strip().splitlines()) == 1
         assert "give a file name ending in .tar.xz" in err
     assert not list(tmp_path.glob("runs*"))

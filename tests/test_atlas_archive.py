@@ -4,15 +4,12 @@ ranking line, and writes the critical-difference diagram. Nothing is trained; th
 
 from __future__ import annotations
 
-import contextlib
-import io
 import re
 import tarfile
 from pathlib import Path
 
 import pytest
 
-from bench.cli.main import main
 
 ROOT = Path(__file__).resolve().parent.parent
 ARCHIVE = ROOT / "docs" / "results" / "issue58-atlas.tar.xz"
@@ -22,14 +19,6 @@ SECTION = "## The few-label atlas"
 COLUMNS = {"MR": "mr[n=100]", "R8": "r8[n=100]", "SST-2": "sst2[n=100]", "SST-5": "sst5[n=100]",
            "TREC": "trec[n=100]"}
 ROWS = {"TF-IDF + LR (floor)": "tf-idf + LR (floor)"}
-
-
-def clbench(*argv: object) -> tuple[int, str, str]:
-    """Run the CLI in-process: (exit code, stdout, stderr)."""
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        code = main([str(a) for a in argv])
-    return code, out.getvalue(), err.getvalue()
 
 
 def markdown_cells(lines: list[str]) -> dict[tuple[str, str], str]:
@@ -72,8 +61,8 @@ def test_the_archive_holds_the_whole_atlas_without_models():
     assert not [n for n in names if n.endswith((".safetensors", ".pt", "lease.json"))]
 
 
-def test_the_readme_table_is_the_archives(results, tmp_path):
-    code, out, err = clbench("report", "--table", "accuracy", "--results-dir", results, "--reports-dir", tmp_path)
+def test_the_readme_table_is_the_archives(results, tmp_path, cli):
+    code, out, err = cli("report", "--table", "accuracy", "--results-dir", results, "--reports-dir", tmp_path)
     assert code == 0, err
     ours = markdown_cells(out.splitlines())
     readme = markdown_cells(section(README.read_text(encoding="utf-8"), "## Results"))
@@ -86,8 +75,8 @@ def test_the_readme_table_is_the_archives(results, tmp_path):
     assert all(doc[key] == text for key, text in readme.items())  # the doc's table is the README's
 
 
-def test_the_documented_verdicts_and_ranking_are_the_archives(results, tmp_path):
-    code, out, err = clbench("report", "--table", "compare", "--results-dir", results, "--reports-dir", tmp_path)
+def test_the_documented_verdicts_and_ranking_are_the_archives(results, tmp_path, cli):
+    code, out, err = cli("report", "--table", "compare", "--results-dir", results, "--reports-dir", tmp_path)
     assert code == 0, err
     ours = markdown_cells(out.splitlines())
     lines = section(DOC.read_text(encoding="utf-8"), SECTION)
@@ -101,7 +90,7 @@ def test_the_documented_verdicts_and_ranking_are_the_archives(results, tmp_path)
         if "[" in text:
             assert ours[(row, "95% CI")] in text, (method, column)
         assert ours[(row, "verdict")] in text, (method, column)
-    code, out, err = clbench("report", "--table", "ranking", "--results-dir", results, "--reports-dir", tmp_path)
+    code, out, err = cli("report", "--table", "ranking", "--results-dir", results, "--reports-dir", tmp_path)
     assert code == 0, err
     title = re.search(r"Friedman p = ([\d.]+), Nemenyi CD = ([\d.]+)", out)
     doc = " ".join(lines)
