@@ -29,12 +29,17 @@ def contrast_weight(knobs: Knobs) -> float:
 
 
 CE_WEIGHTED = {"ce": ce_weight, "contrastive": contrast_weight}
+
+
+def lambda_weighted(part: str) -> dict[str, Callable[[Knobs], float]]:
+    """supcon, simcse, mirror-bert: L = (1 − λ) CE + λ `part` (knob `lambda_`)."""
+    return {"ce": lambda k: 1.0 - float(k["lambda_"]), part: lambda k: float(k["lambda_"])}
+
+
 # method -> logged part -> its weight from the run's knobs (methods/<method>.py, `loss`)
 WEIGHTS: dict[str, dict[str, Callable[[Knobs], float]]] = {
     "ce": {"ce": lambda k: 1.0},
-    "supcon": {"ce": lambda k: 1.0 - float(k["lambda_"]), "supcon": lambda k: float(k["lambda_"])},
-    "simcse": {"ce": lambda k: 1.0 - float(k["lambda_"]), "simcse": lambda k: float(k["lambda_"])},
-    "mirror-bert": {"ce": lambda k: 1.0 - float(k["lambda_"]), "mirror": lambda k: float(k["lambda_"])},
+    "supcon": lambda_weighted("supcon"), "simcse": lambda_weighted("simcse"), "mirror-bert": lambda_weighted("mirror"),
     "cl": CE_WEIGHTED, "clld-static": CE_WEIGHTED, "clld-adaptive": CE_WEIGHTED,
     "lcl": {"ce": ce_weight, "lcl": contrast_weight, "ce_helper": ce_weight},
     "dcl": {"ce": lambda k: 1.0, "align": lambda k: float(k["lambda_"])},
